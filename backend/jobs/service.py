@@ -1,0 +1,75 @@
+"""Job status changes go through `transition` and nothing else."""
+
+from sqlmodel import Session, select
+
+from backend.errors import AppError, not_found
+from backend.jobs.tables import FINISHED, Job, JobEvent, JobStatus
+from backend.timeutil import utcnow
+
+S = JobStatus
+ALLOWED: dict[JobStatus, set[JobStatus]] = {
+    S.queued: {S.running, S.cancelled, S.failed},
+    S.running: {S.succeeded, S.failed, S.cancelling, S.queued},  # queued: a transient error, retried
+    S.cancelling: {S.cancelled, S.failed, S.succeeded},
+    S.succeeded: set(),
+    S.failed: set(),
+    S.cancelled: set(),
+}
+
+
+class TransitionError(AppError):
+    def __init__(self, job: Job, to: JobStatus):
+        super().__init__(409, f"Job {job.id} is {job.status.value}; it cannot become {to.value}.")
+
+
+def transition(session: Session, job: Job, to: JobStatus, reason: str, *, error: str | None = None) -> Job:
+    """Move a job to `to`, checking the transition and recording an event with the reason."""
+    current = JobStatus(job.status)
+    if to not in ALLOWED[current]:
+        raise TransitionError(job, to)
+    now = utcnow()
+    job.status = to.value
+    if to == S.running and job.started_at is None:
+        job.started_at = now
+    if to == S.running:
+        job.attempts += 1
+    if to in FINISHED:
+        job.finished_at = now
+    if error is not None:
+        job.error = error
+    session.add(job)
+    session.add(JobEvent(job_id=job.id, from_status=current.value, to_status=to.value, reason=reason, at=now))
+    session.flush()
+    return job
+
+
+def create_job(session: Session, kind: str, total: int = 0, message: str = "waiting for a worker") -> Job:
+    job = Job(kind=kind, progress_total=total, message=message)
+    session.add(job)
+    session.flush()
+    session.add(JobEvent(job_id=job.id, from_status=None, to_status=S.queued.value, reason="created"))
+    session.flush()
+    return job
+
+
+def get_job(session: Session, job_id: int) -> Job:
+    job = session.get(Job, job_id)
+    if job is None:
+        raise not_found("Job", job_id)
+    return job
+
+
+def request_cancel(session: Session, job: Job) -> Job:
+    """Queued jobs are cancelled at once; running ones are asked to stop at the next batch."""
+    status = JobStatus(job.status)
+    if status in FINISHED:
+        raise AppError(409, f"Job {job.id} already finished ({status.value}); there is nothing to cancel.")
+    if status == S.cancelling:
+        return job
+    if status == S.queued:
+        return transition(session, job, S.cancelled, "cancelled by user before it started")
+    return transition(session, job, S.cancelling, "cancel requested by user")
+
+
+def events(session: Session, job_id: int) -> list[JobEvent]:
+    return list(session.exec(select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.id)))

@@ -1,0 +1,67 @@
+from datetime import datetime
+
+from sqlalchemy import BigInteger, Boolean, Column, Float, ForeignKey, Index, Integer, Text
+from sqlmodel import Field, SQLModel
+
+from backend.timeutil import utcnow
+
+_BIGINT = BigInteger().with_variant(Integer, "sqlite")
+
+
+class Probe(SQLModel, table=True):
+    id: int | None = Field(default=None, primary_key=True)
+    pool_id: int = Field(sa_column=Column(Integer, ForeignKey("pool.id", ondelete="CASCADE"), index=True,
+                                          nullable=False))
+    job_id: int = Field(sa_column=Column(Integer, ForeignKey("job.id"), nullable=False))
+    model: str
+    k: int
+    temperature: float
+    max_new_tokens: int
+    template: str | None = Field(default=None, sa_column=Column(Text))
+    seed: int
+    label_free: bool
+    shard_size: int
+    prompt_count: int
+    samples_per_second: float | None = None
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ProbeShard(SQLModel, table=True):
+    """A slice of the pool (by prompt position). Its results commit together with completed_at."""
+
+    __tablename__ = "probe_shard"
+    probe_id: int = Field(sa_column=Column(Integer, ForeignKey("probe.id", ondelete="CASCADE"),
+                                           primary_key=True))
+    shard_index: int = Field(primary_key=True)
+    first_position: int
+    end_position: int = Field(description="exclusive")
+    completed_at: datetime | None = None
+    seconds: float | None = None
+
+
+class PromptScore(SQLModel, table=True):
+    __tablename__ = "prompt_score"
+    probe_id: int = Field(sa_column=Column(Integer, ForeignKey("probe.id", ondelete="CASCADE"),
+                                           primary_key=True))
+    prompt_id: int = Field(sa_column=Column(_BIGINT, ForeignKey("prompt.id", ondelete="CASCADE"),
+                                            primary_key=True))
+    k: int
+    correct_count: int | None = None
+    pass_rate: float | None = Field(default=None, sa_column=Column(Float))
+    wilson_low: float | None = Field(default=None, sa_column=Column(Float))
+    wilson_high: float | None = Field(default=None, sa_column=Column(Float))
+    agreement: float = Field(sa_column=Column(Float, nullable=False))
+    majority_answer: str | None = Field(default=None, sa_column=Column(Text))
+    base_wrong: bool = Field(sa_column=Column(Boolean, nullable=False))
+    difficulty: float = Field(sa_column=Column(Float, nullable=False, index=True))
+
+
+class Sample(SQLModel, table=True):
+    __table_args__ = (Index("ix_sample_probe_prompt", "probe_id", "prompt_id", "sample_index", unique=True),)
+    id: int | None = Field(default=None, sa_column=Column(_BIGINT, primary_key=True, autoincrement=True))
+    probe_id: int = Field(sa_column=Column(Integer, ForeignKey("probe.id", ondelete="CASCADE"), nullable=False))
+    prompt_id: int = Field(sa_column=Column(_BIGINT, ForeignKey("prompt.id", ondelete="CASCADE"), nullable=False))
+    sample_index: int
+    completion: str = Field(sa_column=Column(Text, nullable=False))
+    extracted_answer: str | None = Field(default=None, sa_column=Column(Text))
+    correct: bool | None = None

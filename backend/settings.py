@@ -1,0 +1,84 @@
+"""One settings class, read from the environment (and a .env file if present)."""
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_MODEL = "SmolLM2-135M-Instruct"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", extra="ignore")
+
+    data_dir: Path = Field(
+        Path("./data"), validation_alias="BUDGETLAB_DATA_DIR",
+        description="Where the embedded SQLite database and broker live.",
+    )
+    artifact_dir: Path | None = Field(
+        None, validation_alias="BUDGETLAB_ARTIFACT_DIR",
+        description="Artifact store (converted models, exports). Default: <data_dir>/artifacts.",
+    )
+    port: int = Field(8000, validation_alias="BUDGETLAB_PORT", description="HTTP port of the API.")
+    host: str = Field("127.0.0.1", validation_alias="BUDGETLAB_HOST")
+    admin_token: str | None = Field(
+        None, validation_alias="BUDGETLAB_ADMIN_TOKEN",
+        description="When set, this is the admin's API token; otherwise one is generated at first start.",
+    )
+    database_url: str | None = Field(
+        None, validation_alias="DATABASE_URL",
+        description="SQLAlchemy URL. Default: SQLite file under data_dir.",
+    )
+    broker_url: str | None = Field(
+        None, validation_alias="CELERY_BROKER_URL",
+        description="Celery broker URL. Default: SQLite-backed broker under data_dir.",
+    )
+    environment: str = Field("development", validation_alias="BUDGETLAB_ENV")
+    max_upload_bytes: int = Field(
+        2 * 1024**3, validation_alias="BUDGETLAB_MAX_UPLOAD_BYTES",
+        description="Uploads larger than this are refused with 413.",
+    )
+    extra_models: str = Field(
+        "", validation_alias="BUDGETLAB_MODELS",
+        description="Comma-separated extra model ids or local paths offered for probing.",
+    )
+    probe_shard_size: int = Field(
+        256, validation_alias="BUDGETLAB_PROBE_SHARD_SIZE", description="Prompts per probe shard."
+    )
+
+    @model_validator(mode="after")
+    def _refuse_placeholder_secrets(self) -> "Settings":
+        if self.environment != "development" and self.admin_token in {"changeme", "change-me", "secret"}:
+            raise ValueError("BUDGETLAB_ADMIN_TOKEN is a placeholder; set a real secret outside development")
+        return self
+
+    @property
+    def sqlalchemy_url(self) -> str:
+        if self.database_url:
+            url = self.database_url
+            # Plain postgres URLs select psycopg 3 (the driver we install).
+            for prefix in ("postgresql://", "postgres://"):
+                if url.startswith(prefix):
+                    return "postgresql+psycopg://" + url[len(prefix):]
+            return url
+        return f"sqlite:///{(self.data_dir / 'budgetlab.db').resolve()}"
+
+    @property
+    def celery_broker_url(self) -> str:
+        if self.broker_url:
+            return self.broker_url
+        return f"sqla+sqlite:///{(self.data_dir / 'broker.db').resolve()}"
+
+    @property
+    def artifacts(self) -> Path:
+        return (self.artifact_dir or self.data_dir / "artifacts").resolve()
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.sqlalchemy_url.startswith("sqlite")
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

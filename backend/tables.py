@@ -1,0 +1,14 @@
+"""Every table, imported in one place so metadata (and Alembic) sees them all."""
+
+from sqlmodel import SQLModel
+
+from backend.auth.tables import ApiToken
+from backend.jobs.tables import Job, JobEvent
+from backend.pools.tables import Pool, Prompt
+from backend.probes.tables import Probe, ProbeShard, PromptScore, Sample
+from backend.subsets.tables import Subset, SubsetMember
+
+metadata = SQLModel.metadata
+
+__all__ = ["ApiToken", "Job", "JobEvent", "Pool", "Prompt", "Probe", "ProbeShard", "PromptScore", "Sample",
+           "Subset", "SubsetMember", "metadata"]

@@ -1,0 +1,5 @@
+from datetime import UTC, datetime
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
