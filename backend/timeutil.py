@@ -2,4 +2,4 @@ from datetime import UTC, datetime
 
 
 def utcnow() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
+    return datetime.now(UTC)

@@ -49,12 +49,9 @@ def drop_pg_database(name: str) -> None:
 
 
 def upgrade_head(url: str) -> None:
-    from alembic import command
-    from alembic.config import Config
+    from backend.migrate import upgrade_head as upgrade
 
-    config = Config(str(ROOT / "alembic.ini"))
-    config.attributes["url"] = url
-    command.upgrade(config, "head")
+    upgrade(url)
 
 
 @pytest.fixture(scope="session")

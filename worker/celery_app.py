@@ -24,11 +24,12 @@ def get_celery() -> Celery:
         worker_prefetch_multiplier=1,
         task_default_queue="cpu",
         task_routes={PROBE_SHARD_TASK: {"queue": "gpu"}},
-        # Above the longest task, so Redis does not hand a running shard to a second worker.
-        broker_transport_options={"visibility_timeout": 12 * 3600, "polling_interval": 0.5},
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
     )
+    if settings.celery_broker_url.startswith("redis"):
+        # Above the longest task, so Redis does not hand a running shard to a second worker.
+        app.conf.broker_transport_options = {"visibility_timeout": 12 * 3600}
     return app
 
 

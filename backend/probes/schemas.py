@@ -1,0 +1,78 @@
+from datetime import datetime
+
+from pydantic import BaseModel, Field
+
+from backend.jobs.schemas import JobRead
+from backend.settings import DEFAULT_MODEL
+
+
+class ProbeCreate(BaseModel):
+    pool_id: int
+    model: str = Field(DEFAULT_MODEL, description="A name from GET /api/models or a local checkpoint directory")
+    k: int = Field(8, description="Samples per prompt, 1 to 64")
+    temperature: float = Field(1.0, description="Sampling temperature, 0 to 2")
+    max_new_tokens: int = Field(256, description="New tokens per sample, 1 to 4096")
+    template: str | None = Field(
+        None, description="Prompt template containing {prompt}; default: the model's chat template with an "
+                          "instruction to answer in \\boxed{}")
+    seed: int = Field(0, description="Seed for sampling; with the same settings a probe is reproducible")
+
+
+class ProbeRead(BaseModel):
+    id: int
+    pool_id: int
+    job_id: int
+    model: str
+    k: int
+    temperature: float
+    max_new_tokens: int
+    template: str | None
+    seed: int
+    label_free: bool
+    prompt_count: int
+    shard_size: int
+    samples_per_second: float | None
+    created_at: datetime
+    job: JobRead
+
+
+class ScoreRead(BaseModel):
+    correct_count: int | None
+    k: int
+    pass_rate: float | None
+    wilson_low: float | None
+    wilson_high: float | None
+    agreement: float
+    majority_answer: str | None
+    base_wrong: bool
+    difficulty: float
+
+
+class SampleRead(BaseModel):
+    sample_index: int
+    completion: str
+    extracted_answer: str | None
+    correct: bool | None
+
+
+class ProbePromptRead(BaseModel):
+    id: int
+    external_id: str
+    text: str
+    answer: str | None
+    gold: str | None
+
+
+class PromptSamples(BaseModel):
+    prompt: ProbePromptRead
+    score: ScoreRead | None
+    samples: list[SampleRead]
+
+
+class DifficultyRead(BaseModel):
+    probe_id: int
+    label_free: bool
+    metric: str = Field(description="pass_rate with gold answers, agreement in label-free mode")
+    histogram: dict
+    summary: dict
+    figure: dict

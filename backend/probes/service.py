@@ -1,0 +1,95 @@
+"""Creating probes and reading their results."""
+
+import math
+
+from sqlmodel import Session, select
+
+from backend.errors import AppError, not_found
+from backend.jobs.service import create_job
+from backend.jobs.tables import Job
+from backend.models_catalog import check_model
+from backend.pools.tables import Pool, Prompt
+from backend.probes.schemas import ProbeCreate, ProbeRead, PromptSamples
+from backend.probes.tables import Probe, ProbeShard, PromptScore, Sample
+from backend.jobs.schemas import JobRead
+
+LIMITS = {"k": (1, 64), "temperature": (0.0, 2.0), "max_new_tokens": (1, 4096)}
+
+
+def check_probe_settings(body: ProbeCreate) -> None:
+    problems = [f"{name} must be between {lo} and {hi} (got {getattr(body, name)})"
+                for name, (lo, hi) in LIMITS.items() if not lo <= getattr(body, name) <= hi]
+    if body.seed < 0:
+        problems.append(f"seed must be 0 or more (got {body.seed})")
+    if body.template is not None and "{prompt}" not in body.template:
+        problems.append("template must contain {prompt} where the question goes (or leave it empty for the "
+                        "model's chat template)")
+    if problems:
+        raise AppError(422, "; ".join(problems) + ".")
+
+
+def create_probe(session: Session, body: ProbeCreate, shard_size: int) -> Probe:
+    """Write the probe, its job and its shards (status queued); the caller commits, then enqueues."""
+    check_probe_settings(body)
+    model = check_model(body.model)
+    pool = session.get(Pool, body.pool_id)
+    if pool is None:
+        raise not_found("Pool", body.pool_id)
+    if pool.prompt_count == 0:
+        raise AppError(409, f"Pool {pool.id} has no prompts to probe; upload a file with prompts first.")
+    job = create_job(session, "probe", total=pool.prompt_count)
+    probe = Probe(pool_id=pool.id, job_id=job.id, model=model, k=body.k, temperature=body.temperature,
+                  max_new_tokens=body.max_new_tokens, template=body.template, seed=body.seed,
+                  label_free=not pool.has_answers, shard_size=shard_size, prompt_count=pool.prompt_count)
+    session.add(probe)
+    session.flush()
+    for index in range(math.ceil(pool.prompt_count / shard_size)):
+        session.add(ProbeShard(probe_id=probe.id, shard_index=index, first_position=index * shard_size,
+                               end_position=min((index + 1) * shard_size, pool.prompt_count)))
+    session.flush()
+    return probe
+
+
+def shard_indexes(session: Session, probe_id: int) -> list[int]:
+    return list(session.exec(select(ProbeShard.shard_index).where(ProbeShard.probe_id == probe_id)
+                             .order_by(ProbeShard.shard_index)))
+
+
+def get_probe(session: Session, probe_id: int) -> Probe:
+    probe = session.get(Probe, probe_id)
+    if probe is None:
+        raise not_found("Probe", probe_id)
+    return probe
+
+
+def probe_read(session: Session, probe: Probe) -> ProbeRead:
+    job = session.get(Job, probe.job_id)
+    return ProbeRead(**probe.model_dump(), job=JobRead.of(job))
+
+
+def list_probes(session: Session, pool_id: int | None) -> list[Probe]:
+    query = select(Probe).order_by(Probe.id.desc())
+    if pool_id is not None:
+        query = query.where(Probe.pool_id == pool_id)
+    return list(session.exec(query))
+
+
+def require_finished(session: Session, probe: Probe) -> None:
+    job = session.get(Job, probe.job_id)
+    if job.status != "succeeded":
+        raise AppError(409, f"Probe {probe.id} has not finished (its job {job.id} is {job.status}); "
+                            f"wait for it to succeed, or start a new probe.")
+
+
+def prompt_samples(session: Session, probe: Probe, prompt_id: int) -> PromptSamples:
+    prompt = session.get(Prompt, prompt_id)
+    if prompt is None or prompt.pool_id != probe.pool_id:
+        raise AppError(404, f"Prompt {prompt_id} is not in pool {probe.pool_id} of probe {probe.id}.")
+    score = session.get(PromptScore, (probe.id, prompt_id))
+    samples = session.exec(select(Sample).where(Sample.probe_id == probe.id, Sample.prompt_id == prompt_id)
+                           .order_by(Sample.sample_index))
+    return PromptSamples(
+        prompt=prompt.model_dump(),
+        score=score.model_dump() if score else None,
+        samples=[s.model_dump() for s in samples],
+    )

@@ -1,0 +1,122 @@
+// Every call carries `Authorization: Bearer <token>` from localStorage; a 401 sends the user to
+// the sign-in page with the server's message. Errors surface the JSON `detail` field.
+
+const TOKEN_KEY = "budgetlab.token";
+const RETURN_KEY = "budgetlab.returnTo";
+
+export const getToken = () => localStorage.getItem(TOKEN_KEY) || "";
+export const setToken = (token) => localStorage.setItem(TOKEN_KEY, token);
+export const clearToken = () => localStorage.removeItem(TOKEN_KEY);
+
+export function takeReturnTo() {
+  const target = sessionStorage.getItem(RETURN_KEY);
+  sessionStorage.removeItem(RETURN_KEY);
+  return target && !target.startsWith("#/signin") ? target : "#/pools";
+}
+
+let signinMessage = "";
+export function takeSigninMessage() {
+  const message = signinMessage;
+  signinMessage = "";
+  return message;
+}
+
+export class ApiError extends Error {
+  constructor(status, message, body = null) {
+    super(message);
+    this.name = "ApiError";
+    this.status = status;
+    this.body = body;
+    this.redirected = false;  // true when the 401 handler already took the user to sign-in
+  }
+}
+
+function detailOf(body, response) {
+  if (body && typeof body === "object" && "detail" in body) {
+    const detail = body.detail;
+    if (typeof detail === "string") return detail;
+    if (Array.isArray(detail)) {
+      return detail.map((e) => (e && e.msg
+        ? `${(e.loc || []).filter((p) => p !== "body").join(".")}: ${e.msg}`
+        : JSON.stringify(e))).join("; ");
+    }
+    return JSON.stringify(detail);
+  }
+  return `${response.status} ${response.statusText || "request failed"}`;
+}
+
+async function send(path, { method = "GET", json, form, token } = {}) {
+  const headers = { Authorization: `Bearer ${token ?? getToken()}` };
+  let body;
+  if (json !== undefined) {
+    headers["Content-Type"] = "application/json";
+    body = JSON.stringify(json);
+  } else if (form !== undefined) {
+    body = form;  // the browser sets the multipart boundary
+  }
+  try {
+    return await fetch(path, { method, headers, body });
+  } catch (err) {
+    throw new ApiError(0, `Cannot reach the server (${err.message}). Is it running?`);
+  }
+}
+
+async function failure(response, redirectOn401) {
+  let parsed = null;
+  try {
+    parsed = await response.json();
+  } catch {
+    parsed = null;
+  }
+  const error = new ApiError(response.status, detailOf(parsed, response), parsed);
+  if (response.status === 401 && redirectOn401) {
+    signinMessage = error.message;
+    const here = location.hash;
+    if (!here.startsWith("#/signin")) {
+      sessionStorage.setItem(RETURN_KEY, here);
+      error.redirected = true;
+      location.hash = "#/signin";
+    }
+  }
+  return error;
+}
+
+export async function api(path, { method = "GET", json, form, token, redirectOn401 = true } = {}) {
+  const response = await send(path, { method, json, form, token });
+  if (!response.ok) throw await failure(response, redirectOn401);
+  if (response.status === 204) return null;
+  const type = response.headers.get("content-type") || "";
+  return type.includes("json") ? response.json() : response.text();
+}
+
+export function filenameFrom(disposition) {
+  if (!disposition) return null;
+  const star = /filename\*\s*=\s*(?:UTF-8|utf-8)''([^;]+)/.exec(disposition);
+  if (star) {
+    try {
+      return decodeURIComponent(star[1].trim().replace(/^"|"$/g, ""));
+    } catch {
+      /* fall through to the plain filename */
+    }
+  }
+  const plain = /filename\s*=\s*"?([^";]+)"?/.exec(disposition);
+  return plain ? plain[1].trim() : null;
+}
+
+// File download through fetch (so the Authorization header goes along) → Blob → object URL click.
+export async function download(path, fallbackName = "download") {
+  const response = await send(path);
+  if (!response.ok) throw await failure(response, true);
+  const blob = await response.blob();
+  const name = filenameFrom(response.headers.get("content-disposition")) || fallbackName;
+  const url = URL.createObjectURL(blob);
+  const link = document.createElement("a");
+  link.href = url;
+  link.download = name;
+  link.hidden = true;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 30_000);
+  return name;
+}

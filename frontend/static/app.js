@@ -1,0 +1,115 @@
+// Budgetlab browser frontend: a hash-routed single page, plain ES modules, no build step.
+import { clearToken, getToken } from "./api.js";
+import { h } from "./dom.js";
+import { clearError, clearNotice } from "./ui.js";
+import { renderSignin } from "./pages/signin.js";
+import { renderPools } from "./pages/pools.js";
+import { renderPool } from "./pages/pool.js";
+import { renderPlanner } from "./pages/planner.js";
+
+const routes = [
+  { pattern: /^#\/signin$/, nav: null, render: renderSignin, public: true },
+  { pattern: /^#\/pools$/, nav: "pools", render: renderPools },
+  { pattern: /^#\/pools\/(\d+)$/, nav: "pool", render: renderPool },
+  { pattern: /^#\/planner\/(\d+)$/, nav: "planner", render: renderPlanner },
+];
+
+let current = null;  // { alive, cleanups }
+
+// Context handed to a page: its own root element, a liveness flag for async work, cleanup hooks
+// (timers, polls) that run when the user navigates away, and the sidebar's context links.
+function makeContext(root) {
+  const state = { alive: true, cleanups: [] };
+  return {
+    state,
+    root,
+    get alive() { return state.alive; },
+    onCleanup(fn) { state.cleanups.push(fn); },
+    setNav: setContextNav,
+  };
+}
+
+function setContextNav({ pool, planner } = {}) {
+  const poolLink = document.getElementById("nav-pool");
+  const plannerLink = document.getElementById("nav-planner");
+  if (pool) {
+    poolLink.href = `#/pools/${pool.id}`;
+    poolLink.textContent = pool.name ? `Pool · ${pool.name}` : `Pool #${pool.id}`;
+    poolLink.hidden = false;
+    sessionStorage.setItem("budgetlab.navPool", JSON.stringify(pool));
+  }
+  if (planner) {
+    plannerLink.href = `#/planner/${planner.id}`;
+    plannerLink.textContent = `Planner · probe #${planner.id}`;
+    plannerLink.hidden = false;
+    sessionStorage.setItem("budgetlab.navPlanner", JSON.stringify(planner));
+  }
+}
+
+function restoreContextNav() {
+  try {
+    const pool = JSON.parse(sessionStorage.getItem("budgetlab.navPool") || "null");
+    const planner = JSON.parse(sessionStorage.getItem("budgetlab.navPlanner") || "null");
+    setContextNav({ pool, planner });
+  } catch {
+    /* ignore a corrupt entry */
+  }
+}
+
+function updateChrome(activeNav) {
+  for (const link of document.querySelectorAll("#nav a")) {
+    link.classList.toggle("active", link.dataset.nav === activeNav);
+  }
+  const signedIn = Boolean(getToken());
+  document.getElementById("auth-state").textContent = signedIn ? "Signed in with a token" : "Not signed in";
+  document.getElementById("signout-button").hidden = !signedIn;
+}
+
+function route() {
+  if (current) {
+    current.state.alive = false;
+    for (const fn of current.state.cleanups) {
+      try { fn(); } catch (err) { console.error(err); }
+    }
+  }
+  clearError();
+  clearNotice();
+
+  const hash = location.hash;
+  if (!hash || hash === "#" || hash === "#/") {
+    location.replace(getToken() ? "#/pools" : "#/signin");
+    return;
+  }
+  const match = routes.map((r) => ({ r, m: r.pattern.exec(hash) })).find((x) => x.m);
+  if (match && !match.r.public && !getToken()) {
+    sessionStorage.setItem("budgetlab.returnTo", hash);
+    location.replace("#/signin");
+    return;
+  }
+
+  const page = document.getElementById("page");
+  const root = h("div", { class: "page-root" });
+  page.replaceChildren(root);
+  current = makeContext(root);
+  updateChrome(match ? match.r.nav : null);
+  window.scrollTo(0, 0);
+
+  if (!match) {
+    root.append(h("div", { class: "page-head" }, h("h1", null, "Page not found")),
+      h("p", null, "Nothing lives at this address. ", h("a", { href: "#/pools" }, "Go to the pools.")));
+    return;
+  }
+  Promise.resolve(match.r.render(current, ...match.m.slice(1))).catch((err) => console.error(err));
+}
+
+document.getElementById("signout-button").addEventListener("click", () => {
+  clearToken();
+  sessionStorage.clear();
+  for (const id of ["nav-pool", "nav-planner"]) document.getElementById(id).hidden = true;
+  location.hash = "#/signin";
+});
+document.getElementById("error-close").addEventListener("click", clearError);
+
+window.addEventListener("hashchange", route);
+restoreContextNav();
+route();

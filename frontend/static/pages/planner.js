@@ -1,0 +1,312 @@
+import { ApiError, api, download } from "../api.js";
+import { h, replace } from "../dom.js";
+import {
+  badge, card, clearError, debounce, emptyState, field, fmt, notify, renderFigure, reportError, select, stat,
+} from "../ui.js";
+import { difficultyBar, fetchPool } from "./pool.js";
+
+export const STRATEGIES = [
+  ["hard", "hard — the N highest difficulties"],
+  ["easy", "easy — the N lowest difficulties"],
+  ["medium", "medium — the N around the median"],
+  ["random", "random — N uniformly at random"],
+  ["base_wrong", "base_wrong — prompts the model's first answer gets wrong"],
+  ["band", "band — N at random with pass rate in [lo, hi]"],
+  ["learnable", "learnable — highest chance of mixed rewards in a group"],
+];
+const KINDS = [["count", "count of prompts"], ["fraction", "fraction of the pool"], ["money", "money"]];
+const EXPORTS = ["jsonl", "csv", "parquet"];
+
+export async function renderPlanner(ctx, probeId) {
+  const state = { probe: null, pool: null, seq: 0, last: null };
+
+  // ---------- inputs ----------
+  const kind = select({ id: "budget-kind", "data-testid": "budget-kind", name: "kind", value: "count" }, KINDS);
+  const value = h("input", { type: "number", id: "budget-value", "data-testid": "budget-value", name: "value", value: "20", min: "0", step: "1", required: true });
+  const cost = h("input", { type: "number", id: "cost-per-prompt", name: "cost_per_prompt", value: "1", min: "0", step: "0.01" });
+  const strategy = select({ id: "planner-strategy", "data-testid": "planner-strategy", name: "strategy", value: "hard" }, STRATEGIES);
+  const bandLow = h("input", { type: "number", id: "band-low", name: "band_low", value: "0.1", min: "0", max: "1", step: "0.05" });
+  const bandHigh = h("input", { type: "number", id: "band-high", name: "band_high", value: "0.9", min: "0", max: "1", step: "0.05" });
+  const groupSize = h("input", { type: "number", id: "group-size", name: "group_size", value: "8", min: "2", step: "1" });
+  const seed = h("input", { type: "number", id: "planner-seed", name: "seed", value: "0", step: "1" });
+
+  const costField = field("Cost per prompt", cost, { id: "cost-field", hint: "N = ⌊budget / cost⌋" });
+  const bandFields = h("div", { class: "grid grid-2", id: "band-fields" },
+    field("Band low (pass rate)", bandLow), field("Band high (pass rate)", bandHigh));
+  const valueField = field("Budget", value, { id: "budget-value-field" });
+
+  const form = h("form", { id: "planner-form", "data-testid": "planner-form", class: "stack" },
+    h("div", { class: "grid grid-2" }, field("Budget kind", kind), valueField),
+    costField,
+    field("Strategy", strategy, { hint: "Ties are broken by a seeded shuffle: the same inputs always pick the same prompts." }),
+    bandFields,
+    h("div", { class: "grid grid-2" },
+      field("Group size G", groupSize, { hint: "GRPO generations per prompt" }),
+      field("Seed", seed)));
+
+  const DEFAULTS = { count: "20", fraction: "0.1", money: "100" };
+  function syncVisibility() {
+    costField.hidden = kind.value !== "money";
+    bandFields.hidden = strategy.value !== "band";
+    valueField.querySelector(".field-label").textContent =
+      kind.value === "count" ? "Number of prompts" : kind.value === "fraction" ? "Fraction of the pool (0–1)" : "Budget (money)";
+    value.step = kind.value === "fraction" ? "0.01" : kind.value === "count" ? "1" : "0.01";
+  }
+  kind.addEventListener("change", () => { value.value = DEFAULTS[kind.value]; syncVisibility(); });
+  strategy.addEventListener("change", syncVisibility);
+
+  function body() {
+    const money = kind.value === "money";
+    return {
+      probe_id: Number(probeId),
+      strategy: strategy.value,
+      budget: { kind: kind.value, value: Number(value.value), cost_per_prompt: money ? Number(cost.value) : null },
+      group_size: Number(groupSize.value),
+      band_low: Number(bandLow.value),
+      band_high: Number(bandHigh.value),
+      seed: Number(seed.value),
+    };
+  }
+
+  // ---------- outputs ----------
+  const nPicked = h("div", { class: "stat-value", id: "n-picked", "data-testid": "n-picked" }, "–");
+  const requested = h("div", { class: "stat-hint", id: "n-requested" });
+  const share = h("div", { class: "stat-value", id: "predicted-share", "data-testid": "predicted-share" }, "–");
+  const meanPass = h("div", { class: "stat-value", id: "mean-pass-rate" }, "–");
+  const warning = h("div", { class: "warning", id: "clamp-warning", "data-testid": "clamp-warning", role: "status", hidden: true });
+  const updating = h("span", { class: "muted small", id: "preview-state" });
+
+  const headline = h("div", { class: "headline" },
+    h("div", { class: "stat stat-hero" }, share, h("div", { class: "stat-label" }, "predicted learnable share"),
+      h("div", { class: "stat-hint" }, "mean of 1 − pᴳ − (1 − p)ᴳ: the chance a GRPO group gets mixed rewards")),
+    h("div", { class: "stat" }, nPicked, h("div", { class: "stat-label" }, "prompts picked"), requested),
+    h("div", { class: "stat" }, meanPass, h("div", { class: "stat-label" }, "mean pass rate")));
+
+  const figure = h("div", { id: "selection-histogram", "data-testid": "selection-histogram", class: "plot" });
+  const comparison = h("div", { id: "comparison-box" }, emptyState("Waiting for the first preview…"));
+  const picked = h("div", { id: "picked-box" });
+
+  const subsetName = h("input", { type: "text", id: "subset-name", "data-testid": "subset-name", placeholder: "e.g. hard-10pct", required: true });
+  const freezeButton = h("button", { type: "button", id: "freeze-button", "data-testid": "freeze-button", class: "btn btn-primary" }, "Freeze subset");
+  const frozen = h("div", { id: "frozen-subset", "data-testid": "frozen-subset", hidden: true });
+  const subsetList = h("div", { id: "subset-list" }, emptyState("Loading…"));
+
+  const head = h("div", { class: "page-head" },
+    h("p", { class: "crumbs" }, h("a", { href: "#/pools" }, "Pools"), " / ",
+      h("a", { href: "#/pools", id: "crumb-pool" }, "pool"), " / ", h("span", null, `planner`)),
+    h("h1", null, "Budget planner"),
+    h("div", { class: "facts", id: "planner-facts" }, h("div", { class: "fact" }, h("span", { class: "fact-label" }, "Probe"), h("span", { class: "fact-value" }, `#${probeId}`))));
+
+  ctx.root.append(head,
+    h("div", { class: "planner-grid" },
+      h("div", { class: "planner-side" },
+        card("Budget and strategy", { subtitle: "Every change previews the pick." }, form),
+        card("Freeze this subset", { subtitle: "Save the pick so it can be exported and trained on." },
+          h("div", { class: "stack" }, field("Subset name", subsetName), h("div", { class: "row" }, freezeButton)),
+          frozen)),
+      h("div", { class: "planner-main" },
+        card("Preview", { actions: updating }, headline, warning, figure),
+        card("Strategies at this budget", { subtitle: "Same N for every strategy. Click a row to switch to it." }, comparison),
+        card("Picked prompts", { id: "picked-card" }, picked))),
+    card("Frozen subsets of this probe", { id: "subsets-card" }, subsetList));
+
+  // ---------- preview ----------
+  async function preview() {
+    const seq = ++state.seq;
+    updating.textContent = "updating…";
+    try {
+      const result = await api("/api/selections/preview", { method: "POST", json: body() });
+      if (!ctx.alive || seq !== state.seq) return;
+      clearError();
+      state.last = result;
+      renderPreview(result);
+    } catch (err) {
+      if (!ctx.alive || seq !== state.seq) return;
+      reportError(err);
+    } finally {
+      if (seq === state.seq) updating.textContent = "";
+    }
+  }
+  const schedule = debounce(preview, 250);
+  ctx.onCleanup(schedule.cancel);
+  form.addEventListener("input", schedule);
+  form.addEventListener("change", schedule);
+  form.addEventListener("submit", (e) => { e.preventDefault(); schedule(); });
+
+  function renderPreview(r) {
+    nPicked.textContent = fmt.int(r.n);
+    requested.textContent = r.requested != null && r.requested !== r.n ? `${fmt.int(r.requested)} requested` : "";
+    share.textContent = fmt.pct(r.predicted_learnable_share);
+    meanPass.textContent = fmt.num(r.mean_pass_rate);
+    warning.hidden = !r.warning;
+    warning.textContent = r.warning || "";
+    if (!subsetName.dataset.touched) subsetName.value = `${r.strategy || strategy.value}-${r.n}`;
+    renderFigure(figure, r.figure);
+    renderComparison(r.comparison || [], r.strategy || strategy.value);
+    renderPicked(r.prompts || [], r.n);
+  }
+  subsetName.addEventListener("input", () => { subsetName.dataset.touched = "1"; });
+
+  function renderComparison(rows, current) {
+    const best = Math.max(...rows.map((x) => x.predicted_learnable_share ?? -1));
+    replace(comparison, h("div", { class: "table-scroll" }, h("table", { class: "table compare", id: "strategy-comparison", "data-testid": "strategy-comparison" },
+      h("thead", null, h("tr", null,
+        h("th", null, "Strategy"), h("th", { class: "num" }, "Picked"), h("th", { class: "num" }, "Predicted learnable share"),
+        h("th", { class: "num" }, "Mean pass rate"), h("th", { class: "num" }, "Mean difficulty"), h("th", { class: "num" }, "Overlap with hard"))),
+      h("tbody", null, rows.map((row) => {
+        const tr = h("tr", { class: `clickable ${row.strategy === current ? "current" : ""}`.trim(), "data-strategy": row.strategy },
+          h("td", null, h("span", { class: "strong" }, row.strategy), row.strategy === current && badge("selected", "info")),
+          h("td", { class: "num" }, fmt.int(row.n_picked)),
+          h("td", { class: "num" },
+            h("span", { class: "share-cell" },
+              h("span", { class: "diff-track wide" }, h("span", { class: "diff-fill share", style: { width: `${Math.round((row.predicted_learnable_share || 0) * 100)}%` } })),
+              h("span", { class: row.predicted_learnable_share === best ? "strong" : "" }, fmt.pct(row.predicted_learnable_share)))),
+          h("td", { class: "num" }, fmt.num(row.mean_pass_rate)),
+          h("td", { class: "num" }, fmt.num(row.mean_difficulty)),
+          h("td", { class: "num" }, fmt.pct(row.overlap_with_hard, 0)));
+        tr.addEventListener("click", () => {
+          if (strategy.value === row.strategy) return;
+          strategy.value = row.strategy;
+          syncVisibility();
+          schedule();
+        });
+        return tr;
+      })))));
+  }
+
+  function renderPicked(prompts, n) {
+    const head = document.querySelector("#picked-card h2");
+    if (head) head.textContent = prompts.length < n ? `Picked prompts (first ${prompts.length} of ${fmt.int(n)})` : `Picked prompts (${fmt.int(n)})`;
+    if (!prompts.length) {
+      replace(picked, emptyState("No prompts picked with these settings."));
+      return;
+    }
+    replace(picked, h("div", { class: "table-scroll" }, h("table", { class: "table prompts", id: "picked-prompts", "data-testid": "picked-prompts" },
+      h("thead", null, h("tr", null, h("th", null, "ID"), h("th", null, "Prompt"), h("th", null, "Answer"),
+        h("th", { class: "num" }, "Pass rate"), h("th", { class: "num" }, "Difficulty"))),
+      h("tbody", null, prompts.map((p) => h("tr", { "data-prompt-id": p.id },
+        h("td", { class: "mono nowrap" }, p.external_id ?? p.id),
+        h("td", { class: "prompt-cell" }, h("div", { class: "clamp" }, p.text)),
+        h("td", { class: "answer-cell mono" }, p.answer ?? "–"),
+        h("td", { class: "num" }, fmt.num(p.pass_rate)),
+        h("td", { class: "num" }, difficultyBar(p.difficulty))))))));
+  }
+
+  // ---------- freeze and export ----------
+  freezeButton.addEventListener("click", async () => {
+    const name = subsetName.value.trim();
+    if (!name) {
+      reportError(new Error("Give the subset a name first."));
+      subsetName.focus();
+      return;
+    }
+    freezeButton.disabled = true;
+    try {
+      const subset = await api("/api/subsets", { method: "POST", json: { ...body(), name } });
+      notify(`Froze subset "${subset.name}" with ${subset.n} prompts.`);
+      showFrozen(subset);
+      await loadSubsets();
+    } catch (err) {
+      reportError(err);
+    } finally {
+      freezeButton.disabled = false;
+    }
+  });
+
+  async function exportSubset(subset, format, button) {
+    button.disabled = true;
+    try {
+      const name = await download(`/api/subsets/${subset.id}/export?format=${format}`, `subset-${subset.id}.${format}`);
+      notify(`Downloaded ${name}.`);
+    } catch (err) {
+      reportError(err);
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  function exportButtons(subset, withIds) {
+    return h("div", { class: "row export-row" }, EXPORTS.map((format) => {
+      const button = h("button", {
+        type: "button", class: "btn btn-ghost btn-small",
+        id: withIds ? `export-${format}` : null,
+        "data-testid": withIds ? `export-${format}` : `export-${format}-${subset.id}`,
+      }, format === "jsonl" ? "JSONL" : format === "csv" ? "CSV" : "Parquet");
+      button.addEventListener("click", () => exportSubset(subset, format, button));
+      return button;
+    }));
+  }
+
+  function showFrozen(subset) {
+    frozen.hidden = false;
+    replace(frozen, h("div", { class: "frozen" },
+      h("div", { class: "frozen-head" }, badge("frozen", "ok"), h("span", { class: "strong", id: "frozen-name" }, subset.name), h("span", { class: "muted" }, ` · subset #${subset.id}`)),
+      h("p", { class: "muted small" },
+        `${fmt.int(subset.n)} prompts · ${subset.strategy} · predicted learnable share ${fmt.pct(subset.predicted_learnable_share)} · mean pass rate ${fmt.num(subset.mean_pass_rate)}`),
+      exportButtons(subset, true)));
+  }
+
+  async function loadSubsets() {
+    try {
+      const subsets = await api(`/api/subsets?probe_id=${encodeURIComponent(probeId)}`);
+      if (!ctx.alive) return;
+      replace(subsetList, subsets.length === 0 ? emptyState("No frozen subsets yet.")
+        : h("div", { class: "table-scroll" }, h("table", { class: "table", id: "subset-table", "data-testid": "subset-table" },
+          h("thead", null, h("tr", null, h("th", null, "#"), h("th", null, "Name"), h("th", null, "Strategy"), h("th", { class: "num" }, "N"),
+            h("th", null, "Budget"), h("th", { class: "num" }, "Predicted learnable"), h("th", null, "Created"), h("th", null, "Export"))),
+          h("tbody", null, subsets.map((s) => h("tr", { "data-subset-id": s.id },
+            h("td", { class: "muted" }, s.id),
+            h("td", { class: "strong" }, s.name),
+            h("td", null, s.strategy, s.strategy === "band" ? h("span", { class: "muted small" }, ` [${s.band_low}, ${s.band_high}]`) : null),
+            h("td", { class: "num" }, fmt.int(s.n)),
+            h("td", { class: "muted nowrap" }, budgetText(s)),
+            h("td", { class: "num" }, fmt.pct(s.predicted_learnable_share)),
+            h("td", { class: "muted nowrap" }, fmt.date(s.created_at)),
+            h("td", null, exportButtons(s, false))))))));
+    } catch (err) {
+      reportError(err);
+    }
+  }
+
+  // ---------- start ----------
+  syncVisibility();
+  ctx.setNav({ planner: { id: Number(probeId) } });
+  try {
+    state.probe = await api(`/api/probes/${probeId}`);
+  } catch (err) {
+    if (!(err instanceof ApiError) || err.status !== 405) reportError(err);
+  }
+  if (!ctx.alive) return;
+  if (state.probe) {
+    const p = state.probe;
+    replace(document.getElementById("planner-facts"),
+      fact("Probe", `#${p.id}`), fact("Model", p.model), fact("Sampling", `k = ${p.k}, T = ${p.temperature}`),
+      fact("Mode", p.label_free ? "label-free (agreement)" : "gold answers (pass rate)"));
+    try {
+      state.pool = await fetchPool(p.pool_id);
+      const crumb = document.getElementById("crumb-pool");
+      crumb.textContent = state.pool.name;
+      crumb.href = `#/pools/${state.pool.id}`;
+      ctx.setNav({ pool: { id: state.pool.id, name: state.pool.name } });
+      document.getElementById("planner-facts").append(fact("Pool", `${state.pool.name} · ${fmt.int(state.pool.prompt_count)} prompts`));
+      if (state.pool.prompt_count) {
+        DEFAULTS.count = String(Math.max(1, Math.round(state.pool.prompt_count * 0.1)));
+        if (kind.value === "count") value.value = DEFAULTS.count;
+      }
+    } catch (err) {
+      reportError(err);
+    }
+  }
+  preview();
+  loadSubsets();
+}
+
+function fact(label, value) {
+  return h("div", { class: "fact" }, h("span", { class: "fact-label" }, label), h("span", { class: "fact-value" }, value));
+}
+
+function budgetText(s) {
+  if (s.budget_kind === "money") return `${s.budget_value} at ${s.cost_per_prompt} / prompt`;
+  if (s.budget_kind === "fraction") return `${fmt.pct(s.budget_value, 0)} of the pool`;
+  return `${s.budget_value} prompts`;
+}

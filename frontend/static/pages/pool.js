@@ -1,0 +1,455 @@
+import { ApiError, api } from "../api.js";
+import { h, replace } from "../dom.js";
+import {
+  badge, card, clearPlot, emptyState, field, fmt, notify, renderFigure, reportError, select, stat,
+} from "../ui.js";
+
+const ACTIVE = new Set(["queued", "running", "cancelling"]);
+const PAGE_SIZE = 50;
+
+// GET /api/pools/{id}; falls back to the list when the server has no single-pool route.
+export async function fetchPool(poolId) {
+  try {
+    return await api(`/api/pools/${poolId}`);
+  } catch (err) {
+    if (!(err instanceof ApiError) || (err.status !== 405 && err.status !== 404)) throw err;
+    const pools = await api("/api/pools");
+    const pool = pools.find((p) => String(p.id) === String(poolId));
+    if (!pool) throw new ApiError(404, `Pool ${poolId} does not exist; see the pool list.`);
+    return pool;
+  }
+}
+
+export async function renderPool(ctx, poolId) {
+  const state = {
+    pool: null,
+    probes: [],
+    probe: null,       // the selected probe
+    job: null,         // its job
+    pollTimer: null,
+    order: "position",
+    offset: 0,
+    scoredProbeId: null,  // probe whose scores the table and chart show
+  };
+  const stopPolling = () => { clearTimeout(state.pollTimer); state.pollTimer = null; };
+  ctx.onCleanup(stopPolling);
+
+  // ---------- skeleton ----------
+  const title = h("h1", { id: "pool-name" }, `Pool #${poolId}`);
+  const facts = h("div", { class: "facts", id: "pool-facts" });
+  const banner = h("div", { class: "banner", id: "label-free-banner", "data-testid": "label-free-banner", hidden: true },
+    h("strong", null, "Label-free mode. "),
+    "This pool has no gold answers, so difficulty is 1 − agreement: the share of the k sampled answers that differ from the most common one. ",
+    "Pass rates and base-wrong are not available.");
+
+  const modelSelect = h("select", { id: "probe-model", name: "model", required: true }, h("option", { value: "" }, "Loading models…"));
+  const modelHint = h("span", { class: "field-hint", id: "probe-model-hint" });
+  const submitButton = h("button", { type: "submit", id: "probe-submit", "data-testid": "probe-submit", class: "btn btn-primary" }, "Start probe");
+  const probeForm = h("form", { id: "probe-form", "data-testid": "probe-form", class: "stack" },
+    h("label", { class: "field" }, h("span", { class: "field-label" }, "Model"), modelSelect, modelHint),
+    h("div", { class: "grid grid-4" },
+      field("Samples k", h("input", { type: "number", id: "probe-k", name: "k", value: "8", min: "1", max: "64", step: "1", required: true })),
+      field("Temperature", h("input", { type: "number", id: "probe-temperature", name: "temperature", value: "1.0", min: "0", max: "2", step: "0.05", required: true })),
+      field("Max new tokens", h("input", { type: "number", id: "probe-max-new-tokens", name: "max_new_tokens", value: "256", min: "1", step: "1", required: true })),
+      field("Seed", h("input", { type: "number", id: "probe-seed", name: "seed", value: "0", step: "1", required: true }))),
+    field("Prompt template (optional)", h("textarea", {
+      id: "probe-template", name: "template", rows: "3", spellcheck: "false",
+      placeholder: "Leave empty for the model's chat template. Otherwise write the full text sent to the model; {prompt} is replaced by each prompt, e.g.\nQuestion: {prompt}\nPut the final answer in \\boxed{}.",
+    })),
+    h("div", { class: "row" }, submitButton));
+
+  const probeSelect = h("select", { id: "probe-select", "data-testid": "probe-select" });
+  const probePicker = h("div", { class: "probe-picker", hidden: true }, field("Probe", probeSelect));
+  const jobBox = h("div", { id: "job-status", "data-testid": "job-status", class: "job" }, emptyState("No probe yet. Start one to score this pool."));
+  const planLink = h("a", { id: "plan-link", "data-testid": "plan-link", class: "btn btn-primary", href: "#", hidden: true }, "Plan a budget →");
+
+  const histogram = h("div", { id: "difficulty-histogram", "data-testid": "difficulty-histogram", class: "plot" });
+  const summary = h("div", { id: "difficulty-summary", class: "stats" });
+  const difficultyCard = card("Difficulty", { id: "difficulty-card", actions: planLink, subtitle: "How often the model solves each prompt across its k samples." },
+    summary, histogram);
+  difficultyCard.hidden = true;
+
+  const tableBox = h("div", { id: "prompt-table-box" }, emptyState("Loading prompts…"));
+  const pager = h("div", { class: "pager", id: "prompt-pager" });
+
+  const dialog = h("dialog", { id: "drilldown", "data-testid": "drilldown", class: "drawer" });
+  dialog.addEventListener("click", (event) => { if (event.target === dialog) dialog.close(); });
+  ctx.onCleanup(() => { if (dialog.open) dialog.close(); });
+
+  ctx.root.append(
+    h("div", { class: "page-head" },
+      h("p", { class: "crumbs" }, h("a", { href: "#/pools" }, "Pools"), " / ", h("span", { id: "crumb-pool" }, `#${poolId}`)),
+      title, facts),
+    banner,
+    h("div", { class: "grid grid-2 align-start" },
+      card("Probe the model", { subtitle: "Sample k completions per prompt and grade them." }, probeForm),
+      card("Probe status", { id: "probe-card" }, probePicker, jobBox)),
+    difficultyCard,
+    card("Prompts", { id: "prompts-card", subtitle: "Click a row to read the model's completions." }, tableBox, pager),
+    dialog);
+
+  // ---------- pool facts ----------
+  function renderFacts(pool) {
+    title.textContent = pool.name;
+    document.getElementById("crumb-pool").textContent = pool.name;
+    replace(facts,
+      fact("Prompts", fmt.int(pool.prompt_count)),
+      fact("Task type", pool.task_type || "–"),
+      fact("Answers", pool.has_answers ? "gold answers" : "none (label-free)"),
+      fact("Source", pool.source_filename || "–"),
+      fact("Created", fmt.date(pool.created_at)));
+    banner.hidden = Boolean(pool.has_answers);
+  }
+
+  // ---------- models ----------
+  async function loadModels() {
+    try {
+      const models = await api("/api/models");
+      replace(modelSelect, models.map((m) => h("option", { value: m.name }, m.name)));
+      const describe = () => {
+        const m = models.find((x) => x.name === modelSelect.value);
+        modelHint.textContent = m ? m.description : "";
+      };
+      modelSelect.onchange = describe;
+      describe();
+    } catch (err) {
+      replace(modelSelect, h("option", { value: "" }, "Could not load models"));
+      reportError(err);
+    }
+  }
+
+  // ---------- probes and their job ----------
+  function probeLabel(probe) {
+    const status = probe.job && probe.job.status ? ` · ${probe.job.status}` : "";
+    return `Probe #${probe.id} · ${probe.model} · k=${probe.k} · T=${probe.temperature}${status} · ${fmt.date(probe.created_at)}`;
+  }
+
+  function renderProbeOptions() {
+    probePicker.hidden = state.probes.length === 0;
+    replace(probeSelect, state.probes.map((p) => h("option", { value: p.id }, probeLabel(p))));
+    if (state.probe) probeSelect.value = String(state.probe.id);
+  }
+
+  async function loadProbes(selectId) {
+    try {
+      state.probes = await api(`/api/probes?pool_id=${encodeURIComponent(poolId)}`);
+    } catch (err) {
+      reportError(err);
+      state.probes = [];
+    }
+    if (!ctx.alive) return;
+    const chosen = state.probes.find((p) => String(p.id) === String(selectId)) || state.probes[0] || null;
+    renderProbeOptions();
+    await selectProbe(chosen);
+  }
+
+  async function selectProbe(probe) {
+    stopPolling();
+    state.probe = probe;
+    state.job = probe ? probe.job || null : null;
+    if (probe) probeSelect.value = String(probe.id);
+    if (!probe) {
+      replace(jobBox, emptyState("No probe yet. Start one to score this pool."));
+      showScores(null);
+      return;
+    }
+    await pollJob(true);
+  }
+
+  async function pollJob(first = false) {
+    const probe = state.probe;
+    if (!probe || !ctx.alive) return;
+    try {
+      const job = await api(`/api/jobs/${probe.job_id}`);
+      if (!ctx.alive || state.probe !== probe) return;
+      state.job = job;
+      probe.job = job;
+      renderJob(probe, job);
+      const option = [...probeSelect.options].find((o) => o.value === String(probe.id));
+      if (option) option.textContent = probeLabel(probe);
+      if (ACTIVE.has(job.status)) {
+        if (first) showScores(null);
+        state.pollTimer = setTimeout(() => pollJob(), 1000);
+      } else if (job.status === "succeeded") {
+        if (state.scoredProbeId !== probe.id) showScores(probe);
+      } else {
+        showScores(null);
+      }
+    } catch (err) {
+      reportError(err);
+    }
+  }
+
+  function renderJob(probe, job) {
+    const done = job.progress_done ?? 0;
+    const total = job.progress_total ?? probe.prompt_count ?? 0;
+    const share = total > 0 ? Math.min(1, done / total) : (job.status === "succeeded" ? 1 : 0);
+    const active = ACTIVE.has(job.status);
+    const kind = { succeeded: "ok", failed: "bad", cancelled: "muted", cancelling: "warn", running: "info", queued: "muted" }[job.status] || "";
+    const cancel = h("button", {
+      type: "button", id: "cancel-job", "data-testid": "cancel-job", class: "btn btn-ghost btn-small btn-danger",
+      disabled: job.status === "cancelling",
+    }, job.status === "cancelling" ? "Cancelling…" : "Cancel");
+    cancel.addEventListener("click", () => cancelJob(job, cancel));
+    const sps = job.samples_per_second ?? probe.samples_per_second;
+
+    replace(jobBox,
+      h("div", { class: "job-head" },
+        h("span", { class: "job-title" }, `Probe #${probe.id}`),
+        h("span", { id: "job-state", "data-status": job.status }, badge(job.status, kind)),
+        active && cancel),
+      h("div", { class: "progress", role: "progressbar", id: "job-progress", "aria-valuemin": "0", "aria-valuemax": String(total), "aria-valuenow": String(done) },
+        h("div", { class: `progress-fill ${kind}`, style: { width: `${(share * 100).toFixed(1)}%` } })),
+      h("div", { class: "job-numbers" },
+        h("span", { id: "job-progress-text" }, `${fmt.int(done)} / ${fmt.int(total)} prompts`),
+        h("span", null, `${sps != null ? fmt.num(sps, 1) : "–"} samples/s`),
+        active && h("span", null, `${fmt.duration(job.eta_seconds)} left`),
+        !active && job.finished_at && h("span", { class: "muted" }, `finished ${fmt.date(job.finished_at)}`)),
+      job.message && h("p", { class: "muted small job-message" }, job.message),
+      job.status === "failed" && h("div", { class: "inline-error", id: "job-error", "data-testid": "job-error" },
+        h("strong", null, "The probe failed: "), job.error || "no error message was recorded."),
+      job.status === "cancelled" && h("p", { class: "muted" }, "This probe was cancelled; its partial results are not used."),
+      h("dl", { class: "kv" },
+        h("dt", null, "Model"), h("dd", null, probe.model),
+        h("dt", null, "Sampling"), h("dd", null, `k = ${probe.k}, temperature ${probe.temperature}, ≤ ${probe.max_new_tokens} new tokens, seed ${probe.seed}`),
+        h("dt", null, "Template"), h("dd", null, probe.template ? h("code", { class: "pre-line" }, probe.template) : "model default")));
+  }
+
+  async function cancelJob(job, button) {
+    button.disabled = true;
+    try {
+      const updated = await api(`/api/jobs/${job.id}/cancel`, { method: "POST" });
+      if (state.probe && state.probe.job_id === updated.id) {
+        state.job = updated;
+        renderJob(state.probe, updated);
+      }
+      notify("Cancel requested: the worker stops after the current batch.");
+    } catch (err) {
+      reportError(err);
+      button.disabled = false;
+    }
+  }
+
+  probeSelect.addEventListener("change", () => {
+    const probe = state.probes.find((p) => String(p.id) === probeSelect.value);
+    selectProbe(probe || null);
+  });
+
+  probeForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const data = new FormData(probeForm);
+    const template = String(data.get("template") || "");
+    const body = {
+      pool_id: Number(poolId),
+      model: String(data.get("model") || ""),
+      k: Number(data.get("k")),
+      temperature: Number(data.get("temperature")),
+      max_new_tokens: Number(data.get("max_new_tokens")),
+      template: template.trim() ? template : null,
+      seed: Number(data.get("seed")),
+    };
+    submitButton.disabled = true;
+    try {
+      const probe = await api("/api/probes", { method: "POST", json: body });
+      notify(`Probe #${probe.id} queued.`);
+      state.probes = [probe, ...state.probes.filter((p) => p.id !== probe.id)];
+      state.probe = probe;
+      renderProbeOptions();
+      await selectProbe(probe);
+    } catch (err) {
+      reportError(err);
+    } finally {
+      submitButton.disabled = false;
+    }
+  });
+
+  // ---------- difficulty chart and prompt table ----------
+  function showScores(probe) {
+    state.scoredProbeId = probe ? probe.id : null;
+    if (probe) {
+      state.order = "-difficulty";
+      state.offset = 0;
+      loadDifficulty(probe);
+      planLink.href = `#/planner/${probe.id}`;
+      planLink.hidden = false;
+      ctx.setNav({ planner: { id: probe.id } });
+    } else {
+      difficultyCard.hidden = true;
+      clearPlot(histogram);
+      planLink.hidden = true;
+      if (state.order !== "position") { state.order = "position"; state.offset = 0; }
+    }
+    loadPrompts();
+  }
+
+  async function loadDifficulty(probe) {
+    try {
+      const result = await api(`/api/probes/${probe.id}/difficulty?bins=20`);
+      if (!ctx.alive || state.scoredProbeId !== probe.id) return;
+      difficultyCard.hidden = false;
+      const s = result.summary || {};
+      const labelFree = result.label_free || result.metric === "agreement";
+      const name = labelFree ? "agreement" : "pass rate";
+      const sym = labelFree ? "a" : "p";
+      replace(summary,
+        stat(`mean ${name}`, fmt.num(s.mean), { id: "summary-mean", big: true }),
+        stat(`${sym} = 0 ${labelFree ? "" : "(never solved)"}`.trim(), fmt.pct(s.share_at_0), { id: "summary-at-0" }),
+        stat(`${sym} = 1 ${labelFree ? "(unanimous)" : "(always solved)"}`, fmt.pct(s.share_at_1), { id: "summary-at-1" }),
+        stat("prompts scored", fmt.int(s.count), { id: "summary-count" }));
+      renderFigure(histogram, result.figure);
+    } catch (err) {
+      reportError(err);
+    }
+  }
+
+  async function loadPrompts() {
+    const params = new URLSearchParams({ order: state.order, limit: String(PAGE_SIZE), offset: String(state.offset) });
+    if (state.scoredProbeId) params.set("probe_id", String(state.scoredProbeId));
+    const probeId = state.scoredProbeId;
+    try {
+      const page = await api(`/api/pools/${poolId}/prompts?${params}`);
+      if (!ctx.alive || probeId !== state.scoredProbeId) return;
+      renderPromptTable(page);
+    } catch (err) {
+      reportError(err);
+    }
+  }
+
+  function setOrder(order) {
+    state.order = order;
+    state.offset = 0;
+    loadPrompts();
+  }
+
+  function renderPromptTable(page) {
+    const items = page.items || [];
+    const labelFree = state.pool && !state.pool.has_answers;
+    const scored = Boolean(state.scoredProbeId);
+    const arrow = state.order === "-difficulty" ? " ↓" : state.order === "difficulty" ? " ↑" : "";
+    const diffHeader = h("th", { class: "num sortable", id: "sort-difficulty", "data-testid": "sort-difficulty", "aria-sort": arrow ? (arrow.includes("↓") ? "descending" : "ascending") : "none" },
+      h("button", {
+        type: "button", class: "th-button", disabled: !scored,
+        title: scored ? "Sort by difficulty (click to flip)" : "Probe the pool first",
+        onclick: () => setOrder(state.order === "-difficulty" ? "difficulty" : "-difficulty"),
+      }, `Difficulty${arrow}`));
+    const posHeader = h("th", { class: "num sortable" },
+      h("button", { type: "button", class: "th-button", id: "sort-position", onclick: () => setOrder("position") },
+        `#${state.order === "position" ? " ↑" : ""}`));
+
+    const rows = items.map((item) => {
+      const s = item.score;
+      const tr = h("tr", { "data-prompt-id": item.id, class: scored ? "clickable" : "", tabindex: scored ? "0" : null },
+        h("td", { class: "num muted" }, item.position ?? "–"),
+        h("td", { class: "mono nowrap" }, item.external_id ?? item.id),
+        h("td", { class: "prompt-cell" }, h("div", { class: "clamp" }, item.text)),
+        !labelFree && h("td", { class: "answer-cell mono" }, item.answer ?? "–"),
+        labelFree
+          ? h("td", { class: "num nowrap" }, s ? `${fmt.num(s.agreement)}` : "–",
+            s && s.majority_answer != null && h("span", { class: "muted small" }, ` · ${s.majority_answer}`))
+          : h("td", { class: "num nowrap wilson" }, s ? fmt.wilson(s.pass_rate, s.wilson_low, s.wilson_high) : "–"),
+        h("td", { class: "num" }, s ? difficultyBar(s.difficulty) : "–"));
+      if (scored) {
+        tr.addEventListener("click", () => openDrilldown(item));
+        tr.addEventListener("keydown", (e) => { if (e.key === "Enter") openDrilldown(item); });
+      }
+      return tr;
+    });
+
+    replace(tableBox, items.length === 0
+      ? emptyState("No prompts in this pool.")
+      : h("div", { class: "table-scroll" }, h("table", { class: "table prompts", id: "prompt-table", "data-testid": "prompt-table" },
+        h("thead", null, h("tr", null, posHeader, h("th", null, "ID"), h("th", null, "Prompt"),
+          !labelFree && h("th", null, "Answer"),
+          h("th", { class: "num" }, labelFree ? "Agreement · majority" : "Pass rate [95% Wilson]"),
+          diffHeader)),
+        h("tbody", null, rows))));
+
+    const total = page.total ?? items.length;
+    const from = total ? state.offset + 1 : 0;
+    const to = state.offset + items.length;
+    replace(pager,
+      h("button", { type: "button", class: "btn btn-ghost btn-small", id: "prompt-prev", disabled: state.offset === 0,
+        onclick: () => { state.offset = Math.max(0, state.offset - PAGE_SIZE); loadPrompts(); } }, "← Previous"),
+      h("span", { id: "prompt-range", class: "muted" }, `${fmt.int(from)}–${fmt.int(to)} of ${fmt.int(total)}`),
+      h("button", { type: "button", class: "btn btn-ghost btn-small", id: "prompt-next", disabled: to >= total,
+        onclick: () => { state.offset += PAGE_SIZE; loadPrompts(); } }, "Next →"));
+  }
+
+  // ---------- drill-down ----------
+  async function openDrilldown(item) {
+    const probeId = state.scoredProbeId;
+    if (!probeId) return;
+    replace(dialog, drawerHead(`Prompt ${item.external_id ?? item.id}`), emptyState("Loading samples…"));
+    if (!dialog.open) dialog.showModal();
+    try {
+      const detail = await api(`/api/probes/${probeId}/prompts/${item.id}/samples`);
+      if (!ctx.alive) return;
+      renderDrilldown(detail);
+    } catch (err) {
+      dialog.close();
+      reportError(err);
+    }
+  }
+
+  function drawerHead(text) {
+    return h("header", { class: "drawer-head" },
+      h("h2", { id: "drilldown-title" }, text),
+      h("button", { type: "button", class: "btn btn-ghost btn-small", id: "drilldown-close", "data-testid": "drilldown-close", onclick: () => dialog.close() }, "Close"));
+  }
+
+  function renderDrilldown(detail) {
+    const prompt = detail.prompt || {};
+    const s = detail.score;
+    const samples = detail.samples || [];
+    const correct = samples.filter((x) => x.correct === true).length;
+    const gold = prompt.gold ?? prompt.answer;
+    replace(dialog,
+      drawerHead(`Prompt ${prompt.external_id ?? prompt.id}`),
+      h("div", { class: "drawer-body" },
+        h("h3", null, "Prompt"),
+        h("pre", { class: "text-block", id: "drilldown-prompt" }, prompt.text ?? ""),
+        h("dl", { class: "kv" },
+          gold != null && h("dt", null, "Gold answer"), gold != null && h("dd", { class: "mono", id: "drilldown-gold" }, String(gold)),
+          s && s.pass_rate != null && h("dt", null, "Pass rate"), s && s.pass_rate != null && h("dd", null, `${fmt.wilson(s.pass_rate, s.wilson_low, s.wilson_high)} (${correct} of ${samples.length} correct)`),
+          s && s.agreement != null && h("dt", null, "Agreement"), s && s.agreement != null && h("dd", null, fmt.num(s.agreement)),
+          s && s.majority_answer != null && h("dt", null, "Majority answer"), s && s.majority_answer != null && h("dd", { class: "mono" }, String(s.majority_answer)),
+          s && s.base_wrong != null && h("dt", null, "Base-wrong"), s && s.base_wrong != null && h("dd", null, s.base_wrong ? "yes: the first answer is wrong" : "no"),
+          s && h("dt", null, "Difficulty"), s && h("dd", null, fmt.num(s.difficulty))),
+        h("h3", null, `Samples (${samples.length})`),
+        h("ol", { class: "samples", id: "drilldown-samples", "data-testid": "drilldown-samples" },
+          samples.map((x) => {
+            const mark = x.correct === true ? "✓" : x.correct === false ? "✗" : "–";
+            const kind = x.correct === true ? "ok" : x.correct === false ? "bad" : "none";
+            return h("li", { class: `sample sample-${kind}`, "data-correct": String(x.correct) },
+              h("div", { class: "sample-head" },
+                h("span", { class: `mark mark-${kind}`, "aria-label": kind === "ok" ? "correct" : kind === "bad" ? "wrong" : "not graded" }, mark),
+                h("span", { class: "muted" }, `Sample ${x.sample_index}`),
+                h("span", { class: "sample-answer" }, "extracted: ", h("code", null, x.extracted_answer ?? "none"))),
+              h("pre", { class: "text-block completion" }, x.completion ?? ""));
+          }))));
+  }
+
+  // ---------- start ----------
+  try {
+    state.pool = await fetchPool(poolId);
+  } catch (err) {
+    reportError(err);
+    replace(tableBox, emptyState("Could not load this pool."));
+    return;
+  }
+  if (!ctx.alive) return;
+  renderFacts(state.pool);
+  ctx.setNav({ pool: { id: state.pool.id, name: state.pool.name } });
+  await Promise.all([loadModels(), loadProbes()]);
+}
+
+function fact(label, value) {
+  return h("div", { class: "fact" }, h("span", { class: "fact-label" }, label), h("span", { class: "fact-value" }, value));
+}
+
+export function difficultyBar(value) {
+  if (typeof value !== "number") return "–";
+  return h("span", { class: "diff" },
+    h("span", { class: "diff-track" }, h("span", { class: "diff-fill", style: { width: `${Math.round(value * 100)}%` } })),
+    h("span", { class: "diff-num" }, value.toFixed(2)));
+}

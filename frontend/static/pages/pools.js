@@ -1,0 +1,116 @@
+import { api } from "../api.js";
+import { h, replace } from "../dom.js";
+import { badge, card, emptyState, field, fmt, notify, reportError, select } from "../ui.js";
+
+const FORMATS = ["auto", "jsonl", "csv", "parquet", "json"];
+const PRESETS = [["none", "none (use the field names below)"], ["gsm8k", "gsm8k"], ["bbh", "bbh"], ["math500", "math500"]];
+const TASK_TYPES = [["auto", "auto (from the preset or answers)"], ["numeric", "numeric"], ["math", "math (LaTeX)"], ["choice", "choice (A)…(G)"], ["exact", "exact string"]];
+
+export function renderPools(ctx) {
+  const list = h("div", { id: "pool-list" }, emptyState("Loading pools…"));
+  const demoButton = h("button", { type: "button", id: "demo-button", "data-testid": "demo-button", class: "btn btn-primary" }, "Create demo pool");
+
+  async function refresh() {
+    try {
+      const pools = await api("/api/pools");
+      if (ctx.alive) replace(list, poolTable(pools));
+    } catch (err) {
+      reportError(err);
+      replace(list, emptyState("Could not load the pools."));
+    }
+  }
+
+  async function remove(pool) {
+    if (!window.confirm(`Delete pool "${pool.name}" with its ${pool.prompt_count} prompts, probes and subsets?`)) return;
+    try {
+      await api(`/api/pools/${pool.id}`, { method: "DELETE" });
+      notify(`Deleted pool "${pool.name}".`);
+      await refresh();
+    } catch (err) {
+      reportError(err);
+    }
+  }
+
+  function poolTable(pools) {
+    if (!pools.length) return emptyState("No pools yet. Create the demo pool or upload a file below.");
+    return h("table", { class: "table", id: "pool-table", "data-testid": "pool-table" },
+      h("thead", null, h("tr", null,
+        h("th", null, "Name"), h("th", null, "Task"), h("th", null, "Answers"),
+        h("th", { class: "num" }, "Prompts"), h("th", null, "Source file"), h("th", null, "Created"), h("th", null, ""))),
+      h("tbody", null, pools.map((pool) => h("tr", { "data-pool-id": pool.id },
+        h("td", null, h("a", { href: `#/pools/${pool.id}`, class: "strong pool-link", "data-testid": `pool-link-${pool.id}` }, pool.name)),
+        h("td", null, badge(pool.task_type || "–")),
+        h("td", null, pool.has_answers ? badge("gold answers", "ok") : badge("label-free", "warn")),
+        h("td", { class: "num" }, fmt.int(pool.prompt_count)),
+        h("td", { class: "muted" }, pool.source_filename || "–"),
+        h("td", { class: "muted nowrap" }, fmt.date(pool.created_at)),
+        h("td", { class: "right" }, h("button", {
+          type: "button", class: "btn btn-ghost btn-small btn-danger", "data-testid": `delete-pool-${pool.id}`,
+          onclick: () => remove(pool),
+        }, "Delete"))))));
+  }
+
+  demoButton.addEventListener("click", async () => {
+    demoButton.disabled = true;
+    try {
+      const pool = await api("/api/pools/demo", { method: "POST" });
+      notify(`Created demo pool "${pool.name}" with ${pool.prompt_count} prompts.`);
+      await refresh();
+    } catch (err) {
+      reportError(err);
+    } finally {
+      demoButton.disabled = false;
+    }
+  });
+
+  // Upload form
+  const fileInput = h("input", { type: "file", id: "upload-file", name: "file", required: true, accept: ".jsonl,.json,.csv,.parquet,.ndjson" });
+  const nameInput = h("input", { type: "text", id: "upload-name", name: "name", placeholder: "e.g. gsm8k-train-sample", required: true });
+  const submit = h("button", { type: "submit", id: "upload-submit", class: "btn btn-primary" }, "Upload pool");
+  fileInput.addEventListener("change", () => {
+    const file = fileInput.files[0];
+    if (file && !nameInput.value) nameInput.value = file.name.replace(/\.[^.]+$/, "");
+  });
+
+  const form = h("form", { id: "upload-form", "data-testid": "upload-form", class: "stack" },
+    h("div", { class: "grid grid-3" },
+      field("File", fileInput, { hint: "JSONL, CSV, Parquet or JSON" }),
+      field("Name", nameInput),
+      field("Format", select({ id: "upload-format", name: "format", value: "auto" }, FORMATS))),
+    h("div", { class: "grid grid-3" },
+      field("Preset", select({ id: "upload-preset", name: "preset", value: "none" }, PRESETS), { hint: "Known datasets map their fields and task type for you" }),
+      field("Task type", select({ id: "upload-task-type", name: "task_type", value: "auto" }, TASK_TYPES)),
+      h("div")),
+    h("div", { class: "grid grid-3" },
+      field("Prompt field", h("input", { type: "text", id: "upload-prompt-field", name: "prompt_field", value: "prompt" })),
+      field("Answer field", h("input", { type: "text", id: "upload-answer-field", name: "answer_field", placeholder: "optional: without it the pool is label-free" })),
+      field("ID field", h("input", { type: "text", id: "upload-id-field", name: "id_field", placeholder: "optional" }))),
+    h("div", { class: "row" }, submit));
+
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const data = new FormData(form);
+    for (const key of ["answer_field", "id_field"]) if (!String(data.get(key) || "").trim()) data.delete(key);
+    submit.disabled = true;
+    submit.textContent = "Uploading…";
+    try {
+      const pool = await api("/api/pools", { method: "POST", form: data });
+      notify(`Uploaded pool "${pool.name}" with ${pool.prompt_count} prompts.`);
+      form.reset();
+      await refresh();
+    } catch (err) {
+      reportError(err);
+    } finally {
+      submit.disabled = false;
+      submit.textContent = "Upload pool";
+    }
+  });
+
+  ctx.root.append(
+    h("div", { class: "page-head" },
+      h("h1", null, "Prompt pools"),
+      h("p", { class: "lead" }, "A pool is the set of prompts you could pay to label or train on. Probe a model on it to see which prompts are hard.")),
+    card("Pools", { actions: demoButton }, list),
+    card("Upload a pool", { subtitle: "One prompt per row. Gold answers are optional: without them Budgetlab scores difficulty by answer agreement." }, form));
+  refresh();
+}
