@@ -44,7 +44,8 @@ def budget_to_count(
     """
     if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 0:
         raise BudgetError(f"pool size must be a whole number of prompts >= 0, got {pool_size!r}")
-    given = [name for name, value in (("count", count), ("fraction", fraction), ("money", money)) if value is not None]
+    kinds = (("count", count), ("fraction", fraction), ("money", money))
+    given = [name for name, value in kinds if value is not None]
     if len(given) != 1:
         received = ", ".join(given) if given else "none"
         raise BudgetError(f"give exactly one of count, fraction or money (received: {received})")
@@ -81,9 +82,6 @@ def budget_to_count(
             )
 
     if requested > pool_size:
-        warning = (
-            f"Requested {requested} prompts but the pool has only {pool_size}; "
-            f"clamped to {pool_size}."
-        )
+        warning = f"Requested {requested} prompts but the pool has only {pool_size}; clamped to {pool_size}."
         return Budget(n=pool_size, requested=requested, clamped=True, warning=warning)
     return Budget(n=requested, requested=requested, clamped=False, warning=None)

@@ -19,16 +19,20 @@ from backend.curation.strategies import (
 
 
 def _power(base: np.ndarray, exponent: int) -> np.ndarray:
-    """base**exponent by repeated squaring: a few multiplications beat a pow() per element."""
+    """base**exponent (exponent >= 1) by repeated squaring: a few multiplications beat a pow() per
+    element. Returns a new array; ``base`` is left untouched."""
     result = None
-    square = base.copy()
-    while exponent:
+    square = base
+    while True:
         if exponent & 1:
-            result = square.copy() if result is None else np.multiply(result, square, out=result)
+            if result is None:  # the last square can be handed out as it is; earlier ones are reused
+                result = square.copy() if square is base or exponent > 1 else square
+            else:
+                np.multiply(result, square, out=result)
         exponent >>= 1
-        if exponent:
-            np.multiply(square, square, out=square)
-    return result
+        if not exponent:
+            return result
+        square = square * square if square is base else np.multiply(square, square, out=square)
 
 
 def learnable_chance(p: np.ndarray, group_size: int) -> np.ndarray:
@@ -36,7 +40,8 @@ def learnable_chance(p: np.ndarray, group_size: int) -> np.ndarray:
     g = check_group_size(group_size)
     p = np.asarray(p, dtype=np.float64)
     chance = _power(p, g)
-    chance += _power(1.0 - p, g)
+    failure = 1.0 - p
+    chance += _power(failure, g)
     np.subtract(1.0, chance, out=chance)
     # Clipped at 0: at p = 0 or 1 float rounding could otherwise give -1e-17.
     return np.maximum(chance, 0.0, out=chance)
@@ -59,7 +64,9 @@ def compare_picks(
 
     Means and the overlap are None for a strategy that picked nothing (a mean of nothing is not 0).
     """
-    picks = {strategy: selector.pick(strategy, n, group_size=group_size, band=band) for strategy in STRATEGIES}
+    picks = {
+        strategy: selector.pick(strategy, n, group_size=group_size, band=band) for strategy in STRATEGIES
+    }
     in_hard = np.zeros(selector.difficulty.size, dtype=bool)
     in_hard[picks["hard"]] = True
     rows = []
@@ -74,7 +81,7 @@ def compare_picks(
                 "predicted_learnable_share": predicted_learnable_share(pass_rate, group_size),
                 "mean_pass_rate": mean_pass_rate,
                 "mean_difficulty": None if empty else 1.0 - mean_pass_rate,
-                "overlap_with_hard": None if empty else float(np.count_nonzero(in_hard[picked]) / picked.size),
+                "overlap_with_hard": None if empty else np.count_nonzero(in_hard[picked]) / picked.size,
             }
         )
     return rows

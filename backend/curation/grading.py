@@ -14,6 +14,7 @@ model output; a completion we cannot read simply grades as wrong.
 from __future__ import annotations
 
 import re
+import signal
 import string
 import threading
 from collections.abc import Iterable
@@ -27,8 +28,9 @@ TASK_TYPES: tuple[TaskType, ...] = get_args(TaskType)
 
 CHOICE_LETTERS = "ABCDEFG"
 NUMERIC_TOLERANCE = Decimal("1e-6")
-# math-verify's signal-based timeout only works in the main thread; elsewhere we run without one
-# and rely on the length cap below to keep pathological inputs out.
+# math-verify's timeout uses SIGALRM, which only works in the main thread and would cancel any
+# alarm already set (pytest-timeout, a caller's own); otherwise we run without one and rely on
+# the length cap below to keep pathological inputs out.
 MATH_TIMEOUT_SECONDS = 5
 MATH_MAX_ANSWER_CHARS = 500
 DETECTION_SAMPLE_SIZE = 1000
@@ -162,7 +164,8 @@ def _strip_math_wrappers(text: str) -> str:
         changed = False
         for left, right in _MATH_DELIMITERS:
             inner = s[len(left) : len(s) - len(right)]
-            if len(s) >= len(left) + len(right) and s.startswith(left) and s.endswith(right) and "$" not in inner:
+            wrapped = len(s) >= len(left) + len(right) and s.startswith(left) and s.endswith(right)
+            if wrapped and "$" not in inner:
                 s = inner.strip()
                 changed = True
                 break
@@ -263,7 +266,8 @@ def _numbers_equal(a: Decimal | None, b: Decimal | None) -> bool:
 
 
 def _squash(latex: str) -> str:
-    return re.sub(r"\\left|\\right|\\!|\\,|\\;|\s", "", latex).replace("dfrac", "frac").replace("tfrac", "frac")
+    squashed = re.sub(r"\\left|\\right|\\!|\\,|\\;|\s", "", latex)
+    return squashed.replace("dfrac", "frac").replace("tfrac", "frac")
 
 
 def _math_equal(extracted: str, gold: str) -> bool:
@@ -275,29 +279,38 @@ def _math_equal(extracted: str, gold: str) -> bool:
     extracted_number, gold_number = _to_decimal(extracted), _to_decimal(gold)
     if extracted_number is not None and gold_number is not None:
         return _numbers_equal(extracted_number, gold_number)
-    timeout = MATH_TIMEOUT_SECONDS if threading.current_thread() is threading.main_thread() else None
+    timeout = _math_timeout()
     try:
         from math_verify import verify
         from math_verify.errors import TimeoutException
     except ImportError:  # pragma: no cover - math-verify is a declared dependency
         return False
     try:
-        gold_parsed = _parse_math(gold, timeout)
-        extracted_parsed = _parse_math(extracted, timeout)
+        gold_parsed = _parse_math(gold)
+        extracted_parsed = _parse_math(extracted)
         if not gold_parsed or not extracted_parsed:
             return False
         return bool(verify(list(gold_parsed), list(extracted_parsed), timeout_seconds=timeout))
-    except (Exception, TimeoutException):
+    except (Exception, TimeoutException):  # noqa: BLE001 - odd model output must grade as wrong, never crash
         return False
 
 
 @lru_cache(maxsize=8192)
-def _parse_math(latex: str, timeout: int | None) -> tuple:
+def _parse_math(latex: str) -> tuple:
     """math-verify parse of one answer; cached because a gold answer is compared k times."""
     from math_verify import parse
 
     # Wrapping in \boxed{} makes math-verify read the whole string as the answer.
-    return tuple(parse("\\boxed{" + latex + "}", parsing_timeout=timeout))
+    return tuple(parse("\\boxed{" + latex + "}", parsing_timeout=_math_timeout()))
+
+
+def _math_timeout() -> int | None:
+    """Seconds for math-verify's alarm, or None where an alarm cannot or must not be set."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "getitimer"):
+        return None
+    if signal.getitimer(signal.ITIMER_REAL)[0] > 0:  # someone else's alarm is pending
+        return None
+    return MATH_TIMEOUT_SECONDS
 
 
 def detect_task_type(answers: Iterable[str]) -> TaskType:
@@ -306,7 +319,8 @@ def detect_task_type(answers: Iterable[str]) -> TaskType:
     All choice letters -> choice; at least 95% numbers (GSM8K "#### N" included) -> numeric;
     at least 10% with LaTeX markup (\\frac, ^, braces...) -> math; otherwise exact.
     """
-    sample = list(islice((str(a) for a in answers if a is not None and str(a).strip()), DETECTION_SAMPLE_SIZE))
+    non_empty = (str(a) for a in answers if a is not None and str(a).strip())
+    sample = list(islice(non_empty, DETECTION_SAMPLE_SIZE))
     if not sample:
         return "exact"
     if all(parse_gold(a, "choice") is not None for a in sample):

@@ -18,7 +18,7 @@ _CACHE_SIZE = 4
 _LOCK = Lock()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # hashed by identity: selectors are cached per scores object
 class ProbeScores:
     prompt_ids: np.ndarray  # int64, ascending (the pool's upload order)
     difficulty: np.ndarray  # float64

@@ -34,7 +34,7 @@ class ComparisonRow(BaseModel):
     predicted_learnable_share: float
     mean_pass_rate: float | None
     mean_difficulty: float | None
-    overlap_with_hard: float
+    overlap_with_hard: float | None
 
 
 class PickedPrompt(BaseModel):

@@ -1,6 +1,8 @@
 """Selections (previewed, never stored) and subsets (a selection frozen with its inputs)."""
 
+import weakref
 from dataclasses import dataclass
+from threading import Lock
 
 import numpy as np
 from sqlalchemy import insert
@@ -8,9 +10,9 @@ from sqlmodel import Session, select
 
 from backend.charts import selection_histogram
 from backend.curation.budget import Budget, BudgetError, budget_to_count
-from backend.curation.forecast import compare_strategies, predicted_learnable_share
+from backend.curation.forecast import compare_picks, predicted_learnable_share
 from backend.curation.histogram import histogram
-from backend.curation.strategies import StrategyError, select as select_prompts
+from backend.curation.strategies import Selector, StrategyError
 from backend.errors import AppError, not_found
 from backend.pools.tables import Prompt
 from backend.probes.score_arrays import ProbeScores, load_scores
@@ -22,6 +24,21 @@ from backend.subsets.tables import Subset, SubsetMember
 PREVIEW_PROMPTS = 50
 HISTOGRAM_BINS = 20
 
+# A Selector holds the seeded shuffle and the rankings; building it is most of a preview's cost,
+# so keep one per (finished probe's scores, seed) while those scores stay cached.
+_SELECTORS: "weakref.WeakKeyDictionary[ProbeScores, dict[int, Selector]]" = weakref.WeakKeyDictionary()
+_SELECTORS_LOCK = Lock()
+
+
+def _selector(scores: ProbeScores, seed: int) -> Selector:
+    with _SELECTORS_LOCK:
+        by_seed = _SELECTORS.setdefault(scores, {})
+        if seed not in by_seed:
+            if len(by_seed) >= 8:
+                by_seed.pop(next(iter(by_seed)))
+            by_seed[seed] = Selector(scores.difficulty, scores.base_wrong, seed)
+        return by_seed[seed]
+
 
 @dataclass
 class Selection:
@@ -29,6 +46,7 @@ class Selection:
     scores: ProbeScores
     budget: Budget
     picked: np.ndarray  # indices into scores, in pick order
+    selector: Selector
 
     @property
     def predicted_learnable_share(self) -> float:
@@ -57,12 +75,13 @@ def compute_selection(session: Session, req: SelectionRequest) -> Selection:
     scores = load_scores(session, probe.id)
     try:
         budget = budget_to_count(len(scores), **_budget_args(req))
-        picked = select_prompts(req.strategy, difficulty=scores.difficulty, base_wrong=scores.base_wrong,
-                                n=budget.n, seed=req.seed, group_size=req.group_size,
-                                band=(req.band_low, req.band_high))
+        selector = _selector(scores, req.seed)
+        picked = selector.pick(req.strategy, budget.n, group_size=req.group_size,
+                               band=(req.band_low, req.band_high))
     except (BudgetError, StrategyError) as exc:
         raise AppError(422, str(exc)) from exc
-    return Selection(probe=probe, scores=scores, budget=budget, picked=picked, group_size=req.group_size)
+    return Selection(probe=probe, scores=scores, budget=budget, picked=picked, selector=selector,
+                     group_size=req.group_size)
 
 
 def _budget_args(req: SelectionRequest) -> dict:
@@ -83,8 +102,8 @@ def preview(session: Session, req: SelectionRequest) -> SelectionPreview:
     success = 1.0 - scores.difficulty
     all_counts = histogram(success, HISTOGRAM_BINS)
     picked_counts = histogram(success[picked], HISTOGRAM_BINS)
-    comparison = compare_strategies(scores.difficulty, scores.base_wrong, selection.budget.n, req.seed,
-                                    req.group_size, (req.band_low, req.band_high))
+    comparison = compare_picks(selection.selector, selection.budget.n, group_size=req.group_size,
+                               band=(req.band_low, req.band_high))
     if selection.probe.label_free:
         for row in comparison:
             row["mean_pass_rate"] = None

@@ -18,7 +18,7 @@ export function clearError() {
 // Show an API (or any) error, unless the 401 handler already moved the user to sign-in.
 export function reportError(err) {
   if (err && err.redirected) return;
-  console.error(err);
+  if (!(err && err.name === "ApiError")) console.error(err);
   showError(err && err.message ? err.message : String(err));
 }
 

@@ -14,7 +14,7 @@ export const STRATEGIES = [
   ["band", "band — N at random with pass rate in [lo, hi]"],
   ["learnable", "learnable — highest chance of mixed rewards in a group"],
 ];
-const KINDS = [["count", "count of prompts"], ["fraction", "fraction of the pool"], ["money", "money"]];
+const KINDS = [["count", "count"], ["fraction", "fraction"], ["money", "money"]];
 const EXPORTS = ["jsonl", "csv", "parquet"];
 
 export async function renderPlanner(ctx, probeId) {
@@ -151,11 +151,13 @@ export async function renderPlanner(ctx, probeId) {
     const best = Math.max(...rows.map((x) => x.predicted_learnable_share ?? -1));
     replace(comparison, h("div", { class: "table-scroll" }, h("table", { class: "table compare", id: "strategy-comparison", "data-testid": "strategy-comparison" },
       h("thead", null, h("tr", null,
-        h("th", null, "Strategy"), h("th", { class: "num" }, "Picked"), h("th", { class: "num" }, "Predicted learnable share"),
-        h("th", { class: "num" }, "Mean pass rate"), h("th", { class: "num" }, "Mean difficulty"), h("th", { class: "num" }, "Overlap with hard"))),
+        h("th", null, "Strategy"), h("th", { class: "num" }, "Picked"),
+        h("th", { class: "num", title: "Predicted learnable share: mean of 1 − pᴳ − (1 − p)ᴳ" }, "Learnable share"),
+        h("th", { class: "num" }, "Mean pass"), h("th", { class: "num" }, "Mean difficulty"),
+        h("th", { class: "num", title: "Share of this pick also picked by hard" }, "Overlap hard"))),
       h("tbody", null, rows.map((row) => {
         const tr = h("tr", { class: `clickable ${row.strategy === current ? "current" : ""}`.trim(), "data-strategy": row.strategy },
-          h("td", null, h("span", { class: "strong" }, row.strategy), row.strategy === current && badge("selected", "info")),
+          h("td", { class: "nowrap" }, h("span", { class: "strong" }, row.strategy), row.strategy === current && badge("selected", "info")),
           h("td", { class: "num" }, fmt.int(row.n_picked)),
           h("td", { class: "num" },
             h("span", { class: "share-cell" },

@@ -53,8 +53,8 @@ export async function renderPool(ctx, poolId) {
       field("Max new tokens", h("input", { type: "number", id: "probe-max-new-tokens", name: "max_new_tokens", value: "256", min: "1", step: "1", required: true })),
       field("Seed", h("input", { type: "number", id: "probe-seed", name: "seed", value: "0", step: "1", required: true }))),
     field("Prompt template (optional)", h("textarea", {
-      id: "probe-template", name: "template", rows: "3", spellcheck: "false",
-      placeholder: "Leave empty for the model's chat template. Otherwise write the full text sent to the model; {prompt} is replaced by each prompt, e.g.\nQuestion: {prompt}\nPut the final answer in \\boxed{}.",
+      id: "probe-template", name: "template", rows: "4", spellcheck: "false",
+      placeholder: "Empty: the model's chat template, asking for the answer in \\boxed{}.\nOtherwise {prompt} marks where each prompt goes, e.g.\nQuestion: {prompt}\nAnswer in \\boxed{}.",
     })),
     h("div", { class: "row" }, submitButton));
 
@@ -121,7 +121,7 @@ export async function renderPool(ctx, poolId) {
   // ---------- probes and their job ----------
   function probeLabel(probe) {
     const status = probe.job && probe.job.status ? ` · ${probe.job.status}` : "";
-    return `Probe #${probe.id} · ${probe.model} · k=${probe.k} · T=${probe.temperature}${status} · ${fmt.date(probe.created_at)}`;
+    return `Probe #${probe.id} · ${probe.model} · k=${probe.k} · T=${probe.temperature}${status}`;
   }
 
   function renderProbeOptions() {
@@ -309,6 +309,11 @@ export async function renderPool(ctx, poolId) {
     try {
       const page = await api(`/api/pools/${poolId}/prompts?${params}`);
       if (!ctx.alive || probeId !== state.scoredProbeId) return;
+      // Without probe_id the server may still attach the newest finished probe's scores: only show
+      // scores of the probe this page has selected.
+      if (page.probe_id != null && String(page.probe_id) !== String(state.scoredProbeId)) {
+        page.items = (page.items || []).map((item) => ({ ...item, score: null, pass_rate: null, difficulty: null, agreement: null }));
+      }
       renderPromptTable(page);
     } catch (err) {
       reportError(err);
@@ -337,7 +342,7 @@ export async function renderPool(ctx, poolId) {
         `#${state.order === "position" ? " ↑" : ""}`));
 
     const rows = items.map((item) => {
-      const s = item.score;
+      const s = scoreOf(item);
       const tr = h("tr", { "data-prompt-id": item.id, class: scored ? "clickable" : "", tabindex: scored ? "0" : null },
         h("td", { class: "num muted" }, item.position ?? "–"),
         h("td", { class: "mono nowrap" }, item.external_id ?? item.id),
@@ -452,4 +457,11 @@ export function difficultyBar(value) {
   return h("span", { class: "diff" },
     h("span", { class: "diff-track" }, h("span", { class: "diff-fill", style: { width: `${Math.round(value * 100)}%` } })),
     h("span", { class: "diff-num" }, value.toFixed(2)));
+}
+
+// Scores arrive nested ({score: {...}}) or flat on the prompt item (pass_rate, difficulty, ...).
+export function scoreOf(item) {
+  if (item.score !== undefined) return item.score;
+  const scored = [item.difficulty, item.pass_rate, item.agreement].some((x) => x !== null && x !== undefined);
+  return scored ? item : null;
 }

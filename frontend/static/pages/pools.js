@@ -2,8 +2,14 @@ import { api } from "../api.js";
 import { h, replace } from "../dom.js";
 import { badge, card, emptyState, field, fmt, notify, reportError, select } from "../ui.js";
 
-const FORMATS = ["auto", "jsonl", "csv", "parquet", "json"];
-const PRESETS = [["none", "none (use the field names below)"], ["gsm8k", "gsm8k"], ["bbh", "bbh"], ["math500", "math500"]];
+const FORMATS = [["auto", "auto (from the file name)"], ["jsonl", "jsonl"], ["csv", "csv"], ["tsv", "tsv"], ["parquet", "parquet"], ["json", "json"]];
+// Used until GET /api/pools/presets answers (it has the presets' field names and titles).
+let PRESETS = [
+  { name: "gsm8k", title: "GSM8K", prompt_field: "question", answer_field: "answer", id_field: null },
+  { name: "bbh", title: "BIG-Bench Hard", prompt_field: "input", answer_field: "target", id_field: null },
+  { name: "math500", title: "MATH-500", prompt_field: "problem", answer_field: "answer", id_field: "unique_id" },
+];
+const NO_PRESET = { name: "none", prompt_field: "prompt", answer_field: "", id_field: "" };
 const TASK_TYPES = [["auto", "auto (from the preset or answers)"], ["numeric", "numeric"], ["math", "math (LaTeX)"], ["choice", "choice (A)…(G)"], ["exact", "exact string"]];
 
 export function renderPools(ctx) {
@@ -65,12 +71,31 @@ export function renderPools(ctx) {
 
   // Upload form
   const fileInput = h("input", { type: "file", id: "upload-file", name: "file", required: true, accept: ".jsonl,.json,.csv,.parquet,.ndjson" });
-  const nameInput = h("input", { type: "text", id: "upload-name", name: "name", placeholder: "e.g. gsm8k-train-sample", required: true });
+  const nameInput = h("input", { type: "text", id: "upload-name", name: "name", placeholder: "default: the file name" });
   const submit = h("button", { type: "submit", id: "upload-submit", class: "btn btn-primary" }, "Upload pool");
-  fileInput.addEventListener("change", () => {
-    const file = fileInput.files[0];
-    if (file && !nameInput.value) nameInput.value = file.name.replace(/\.[^.]+$/, "");
-  });
+  const presetSelect = h("select", { id: "upload-preset", name: "preset" });
+  const promptField = h("input", { type: "text", id: "upload-prompt-field", name: "prompt_field", value: "prompt" });
+  const answerField = h("input", { type: "text", id: "upload-answer-field", name: "answer_field", placeholder: "optional: without it the pool is label-free" });
+  const idField = h("input", { type: "text", id: "upload-id-field", name: "id_field", placeholder: "optional: rows are numbered" });
+  function renderPresetOptions() {
+    replace(presetSelect, h("option", { value: "none" }, "none (map the fields yourself)"),
+      PRESETS.map((p) => h("option", { value: p.name }, p.title ? `${p.name} — ${p.title}` : p.name)));
+  }
+  function applyPreset() {
+    const preset = PRESETS.find((p) => p.name === presetSelect.value) || NO_PRESET;
+    promptField.value = preset.prompt_field || "";
+    answerField.value = preset.answer_field || "";
+    idField.value = preset.id_field || "";
+  }
+  presetSelect.addEventListener("change", applyPreset);
+  renderPresetOptions();
+  api("/api/pools/presets").then((info) => {
+    if (!ctx.alive || !info || !Array.isArray(info.presets) || !info.presets.length) return;
+    const chosen = presetSelect.value;
+    PRESETS = info.presets;
+    renderPresetOptions();
+    presetSelect.value = PRESETS.some((p) => p.name === chosen) ? chosen : "none";
+  }).catch(() => { /* keep the built-in list */ });
 
   const form = h("form", { id: "upload-form", "data-testid": "upload-form", class: "stack" },
     h("div", { class: "grid grid-3" },
@@ -78,25 +103,31 @@ export function renderPools(ctx) {
       field("Name", nameInput),
       field("Format", select({ id: "upload-format", name: "format", value: "auto" }, FORMATS))),
     h("div", { class: "grid grid-3" },
-      field("Preset", select({ id: "upload-preset", name: "preset", value: "none" }, PRESETS), { hint: "Known datasets map their fields and task type for you" }),
+      field("Preset", presetSelect, { hint: "Known datasets fill in the field names and task type" }),
       field("Task type", select({ id: "upload-task-type", name: "task_type", value: "auto" }, TASK_TYPES)),
       h("div")),
     h("div", { class: "grid grid-3" },
-      field("Prompt field", h("input", { type: "text", id: "upload-prompt-field", name: "prompt_field", value: "prompt" })),
-      field("Answer field", h("input", { type: "text", id: "upload-answer-field", name: "answer_field", placeholder: "optional: without it the pool is label-free" })),
-      field("ID field", h("input", { type: "text", id: "upload-id-field", name: "id_field", placeholder: "optional" }))),
+      field("Prompt field", promptField),
+      field("Answer field", answerField),
+      field("ID field", idField)),
     h("div", { class: "row" }, submit));
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     const data = new FormData(form);
-    for (const key of ["answer_field", "id_field"]) if (!String(data.get(key) || "").trim()) data.delete(key);
+    // "auto" and "none" are the server's defaults: leave those fields out rather than send them.
+    if (data.get("format") === "auto") data.delete("format");
+    if (data.get("preset") === "none") data.delete("preset");
+    for (const key of ["name", "prompt_field", "answer_field", "id_field"]) {
+      if (!String(data.get(key) || "").trim()) data.delete(key);
+    }
     submit.disabled = true;
     submit.textContent = "Uploading…";
     try {
       const pool = await api("/api/pools", { method: "POST", form: data });
       notify(`Uploaded pool "${pool.name}" with ${pool.prompt_count} prompts.`);
       form.reset();
+      applyPreset();
       await refresh();
     } catch (err) {
       reportError(err);

@@ -1,0 +1,64 @@
+"""Request and response shapes of the pools API (the tables live in backend.pools.tables)."""
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PromptOrder = Literal["position", "difficulty", "-difficulty"]
+
+
+class PoolRead(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    name: str
+    task_type: str = Field(description="numeric, math, choice or exact: how answers are graded")
+    has_answers: bool = Field(description="False: the pool is probed in label-free mode")
+    prompt_count: int
+    source_filename: str | None
+    source_format: str | None = Field(description="jsonl, csv, tsv, parquet, json, or generated (the demo pool)")
+    created_at: datetime
+
+
+class PromptRead(BaseModel):
+    """A prompt with its scores from the page's probe (null when that probe has not scored it)."""
+
+    id: int
+    position: int = Field(description="0-based order in the uploaded file")
+    external_id: str
+    text: str
+    answer: str | None
+    gold: str | None = Field(description="the answer normalised for grading")
+    k: int | None = None
+    correct_count: int | None = None
+    pass_rate: float | None = None
+    wilson_low: float | None = None
+    wilson_high: float | None = None
+    agreement: float | None = None
+    majority_answer: str | None = None
+    base_wrong: bool | None = None
+    difficulty: float | None = None
+
+
+class PromptPage(BaseModel):
+    total: int = Field(description="prompts in the pool")
+    limit: int
+    offset: int
+    order: PromptOrder
+    probe_id: int | None = Field(description="the probe whose scores are shown; null when the pool has none")
+    items: list[PromptRead]
+
+
+class UploadForm(BaseModel):
+    """The multipart fields of POST /api/pools (documented here; the body is read as a stream)."""
+
+    file: bytes = Field(description="The pool file: JSONL, CSV, TSV, Parquet, or a BIG-Bench style JSON document")
+    name: str | None = Field(None, description="Pool name; default: the file name")
+    format: str | None = Field(None, description="jsonl, csv, tsv, parquet or json; default: from the file name")
+    preset: str | None = Field(None, description="gsm8k, bbh or math500: fills the fields and the task type")
+    prompt_field: str | None = Field(None, description='Field holding the prompt (default "prompt")')
+    answer_field: str | None = Field(None, description="Field holding the gold answer; empty: label-free pool")
+    id_field: str | None = Field(None, description="Field holding a unique id; empty: rows are numbered")
+    task_type: str | None = Field(
+        None, description="numeric, math, choice, exact, or auto (default): detected from the answers")

@@ -1,0 +1,248 @@
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from backend.curation.forecast import learnable_chance
+from backend.curation.strategies import STRATEGIES, Selector, StrategyError, _Ranking, _stable_argsort, select
+
+
+def discrete_pool(size: int, k: int = 10, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Difficulties 1 - c/k as probing produces them: few distinct values, many ties."""
+    rng = np.random.default_rng(seed)
+    difficulty = 1.0 - rng.integers(0, k + 1, size) / k
+    return difficulty, rng.random(size) < 0.4
+
+
+def continuous_pool(size: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.random(size), rng.random(size) < 0.4
+
+
+def pools():
+    yield discrete_pool(60, seed=1)
+    yield discrete_pool(200, k=4, seed=2)
+    yield continuous_pool(80, seed=3)
+    difficulty, base_wrong = continuous_pool(80, seed=4)
+    difficulty[::7] = np.nan  # not probed
+    yield difficulty, base_wrong
+    yield dense_pool(150, seed=5)
+
+
+def dense_pool(size: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct values closer than 1/65535, with ties: too dense for the 16-bit radix path."""
+    rng = np.random.default_rng(seed)
+    return 0.5 + rng.integers(-40, 40, size) * 1e-7, rng.random(size) < 0.4
+
+
+def rounded(values: np.ndarray) -> np.ndarray:
+    return np.rint(values * 1e12)
+
+
+def reference_pick(strategy, difficulty, base_wrong, n, seed, group_size=8, band=(0.1, 0.9)):
+    """Brute force from the definitions: rank in seeded-shuffle order with a stable sort.
+
+    The shuffle itself is taken from the random strategy asked for the whole pool.
+    """
+    shuffle = select("random", difficulty=difficulty, base_wrong=base_wrong, n=difficulty.size, seed=seed)
+    d = difficulty[shuffle]
+    p = 1.0 - d
+    if strategy == "hard":
+        ranked = shuffle[np.argsort(-rounded(d), kind="stable")]
+    elif strategy == "easy":
+        ranked = shuffle[np.argsort(rounded(d), kind="stable")]
+    elif strategy == "learnable":
+        # exact rational chance at the pass rate rounded to 12 decimals, so only true ties tie
+        rational = [Fraction(int(np.rint(value * 1e12)), 10**12) for value in p]
+        chance = [1 - x**group_size - (1 - x) ** group_size for x in rational]
+        ranked = shuffle[sorted(range(len(shuffle)), key=lambda i: (-chance[i], i))]
+    elif strategy == "medium":
+        ascending = shuffle[np.argsort(rounded(d), kind="stable")]
+        n = min(n, len(ascending))
+        start = (len(ascending) - n) // 2
+        window = list(ascending[start : start + n])
+        middle = (len(ascending) - 1) / 2
+        ranks = range(start, start + n)
+        return np.array(
+            [i for _, _, i in sorted(zip([abs(r - middle) for r in ranks], ranks, window, strict=True))]
+        )
+    elif strategy == "base_wrong":
+        ranked = shuffle[base_wrong[shuffle]]
+    elif strategy == "band":
+        lo, hi = band
+        ranked = shuffle[(p >= lo - 1e-12) & (p <= hi + 1e-12)]
+    else:
+        ranked = shuffle
+    return ranked[:n]
+
+
+@pytest.mark.parametrize("strategy", [s for s in STRATEGIES if s != "random"])
+def test_every_strategy_matches_its_brute_force_definition(strategy):
+    for difficulty, base_wrong in pools():
+        probed = int(np.count_nonzero(~np.isnan(difficulty)))
+        for n in (0, 1, 7, probed // 2, probed - 1, probed, probed + 5):
+            for seed in (0, 1, 12345):
+                for group_size, band in ((8, (0.1, 0.9)), (2, (0.3, 0.7))):
+                    got = select(
+                        strategy,
+                        difficulty=difficulty,
+                        base_wrong=base_wrong,
+                        n=n,
+                        seed=seed,
+                        group_size=group_size,
+                        band=band,
+                    )
+                    expected = reference_pick(strategy, difficulty, base_wrong, n, seed, group_size, band)
+                    np.testing.assert_array_equal(got, expected)
+                    assert got.dtype == np.int64
+
+
+def test_hard_and_easy_picks_dominate_the_rest():
+    difficulty, base_wrong = discrete_pool(300, seed=5)
+    for n in (1, 30, 150, 299):
+        hard = select("hard", difficulty=difficulty, base_wrong=base_wrong, n=n, seed=3)
+        easy = select("easy", difficulty=difficulty, base_wrong=base_wrong, n=n, seed=3)
+        rest_hard = np.setdiff1d(np.arange(300), hard)
+        rest_easy = np.setdiff1d(np.arange(300), easy)
+        assert len(set(hard)) == n and len(set(easy)) == n
+        assert difficulty[hard].min() >= difficulty[rest_hard].max()
+        assert difficulty[easy].max() <= difficulty[rest_easy].min()
+        assert np.all(np.diff(difficulty[hard]) <= 0)  # pick order: hardest first
+        assert np.all(np.diff(difficulty[easy]) >= 0)
+
+
+def test_medium_is_the_window_around_the_median():
+    difficulty, base_wrong = continuous_pool(101, seed=6)
+    medium = select("medium", difficulty=difficulty, base_wrong=base_wrong, n=11, seed=0)
+    assert sorted(difficulty[medium]) == sorted(difficulty)[45:56]
+    assert difficulty[medium[0]] == np.median(difficulty)  # closest to the middle comes first
+
+
+def test_learnable_picks_have_the_highest_mixed_reward_chance():
+    difficulty, base_wrong = discrete_pool(200, seed=7)
+    for group_size in (2, 8, 16):
+        picked = select(
+            "learnable", difficulty=difficulty, base_wrong=base_wrong, n=50, seed=1, group_size=group_size
+        )
+        chance = learnable_chance(1.0 - difficulty, group_size)
+        rest = np.setdiff1d(np.arange(200), picked)
+        assert chance[picked].min() >= chance[rest].max() - 1e-12
+
+
+def test_sampling_strategies_only_pick_eligible_prompts():
+    difficulty, base_wrong = discrete_pool(100, seed=8)
+    wrong = select("base_wrong", difficulty=difficulty, base_wrong=base_wrong, n=1000, seed=2)
+    assert sorted(wrong) == sorted(np.flatnonzero(base_wrong))  # all of them when fewer than N
+    few = select("base_wrong", difficulty=difficulty, base_wrong=base_wrong, n=5, seed=2)
+    assert len(few) == 5 and base_wrong[few].all()
+    banded = select("band", difficulty=difficulty, base_wrong=base_wrong, n=1000, seed=2, band=(0.1, 0.9))
+    pass_rate = 1.0 - difficulty
+    eligible = np.flatnonzero((pass_rate > 0.1 - 1e-9) & (pass_rate < 0.9 + 1e-9))
+    assert sorted(banded) == sorted(eligible)
+    random_pick = select("random", difficulty=difficulty, base_wrong=base_wrong, n=40, seed=2)
+    assert len(set(random_pick)) == 40 and random_pick.min() >= 0 and random_pick.max() < 100
+
+
+def test_band_edges_survive_float_noise():
+    difficulty = np.array([1 - 1 / 10, 1 - 9 / 10, 0.95, 0.05])  # p = 0.1, 0.9 (inexactly), 0.05, 0.95
+    picked = select("band", difficulty=difficulty, base_wrong=np.zeros(4, bool), n=4, seed=0, band=(0.1, 0.9))
+    assert sorted(picked) == [0, 1]
+
+
+def test_same_seed_same_pick_and_seeds_break_ties_differently():
+    difficulty = np.full(1000, 0.5)  # all tied, and inside the default band
+    base_wrong = np.ones(1000, bool)
+    picks = {}
+    for strategy in STRATEGIES:
+        first = select(strategy, difficulty=difficulty, base_wrong=base_wrong, n=10, seed=42)
+        again = select(strategy, difficulty=difficulty, base_wrong=base_wrong, n=10, seed=42)
+        other = select(strategy, difficulty=difficulty, base_wrong=base_wrong, n=10, seed=43)
+        np.testing.assert_array_equal(first, again)
+        assert set(first) != set(other)
+        picks[strategy] = first
+    # With every prompt tied, each ranking falls back to the seeded shuffle, which random shows.
+    for strategy in ("hard", "easy", "learnable", "base_wrong", "band"):
+        np.testing.assert_array_equal(picks[strategy], picks["random"])
+
+
+def test_symmetric_pass_rates_are_tied_for_learnable():
+    # p = 0.3 and p = 0.7 have the same learnable chance; float noise must not decide between them.
+    difficulty = np.array([0.7, 1 - 0.7, 0.3, 1 - 0.3] * 50)
+    base_wrong = np.zeros(200, bool)
+    firsts = {
+        float(difficulty[select("learnable", difficulty=difficulty, base_wrong=base_wrong, n=1, seed=s)][0])
+        for s in range(40)
+    }
+    assert {round(value, 6) for value in firsts} == {0.3, 0.7}
+
+
+def test_selector_reuses_work_and_matches_select():
+    difficulty, base_wrong = discrete_pool(500, seed=9)
+    selector = Selector(difficulty, base_wrong, seed=11)
+    for strategy in STRATEGIES:
+        np.testing.assert_array_equal(
+            selector.pick(strategy, 40),
+            select(strategy, difficulty=difficulty, base_wrong=base_wrong, n=40, seed=11),
+        )
+    assert selector.pick("hard", 40) is selector.pick("hard", 40)
+    assert not selector.pick("hard", 40).flags.writeable
+
+
+def test_unprobed_prompts_are_never_picked():
+    difficulty, base_wrong = discrete_pool(50, seed=10)
+    difficulty[:20] = np.nan
+    for strategy in STRATEGIES:
+        base_wrong = np.ones(50, bool)
+        picked = select(strategy, difficulty=difficulty, base_wrong=base_wrong, n=50, seed=0, band=(0, 1))
+        assert len(picked) == 30 and picked.min() >= 20
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"strategy": "hardest"}, "hard, easy, medium, random, base_wrong, band, learnable"),
+        ({"band": (0.9, 0.1)}, "0 <= lo <= hi <= 1"),
+        ({"band": (-0.1, 0.5)}, "0 <= lo <= hi <= 1"),
+        ({"group_size": 1}, ">= 2"),
+        ({"n": -3}, ">= 0"),
+        ({"seed": -1}, "seed"),
+    ],
+)
+def test_bad_parameters_raise_strategy_error(kwargs, message):
+    difficulty, base_wrong = discrete_pool(10)
+    arguments = {"strategy": "hard", "n": 3, "seed": 0, **kwargs}
+    with pytest.raises(StrategyError, match=message):
+        select(arguments.pop("strategy"), difficulty=difficulty, base_wrong=base_wrong, **arguments)
+
+
+def test_bad_arrays_raise_strategy_error():
+    with pytest.raises(StrategyError, match=r"\[0, 1\]"):
+        select("hard", difficulty=np.array([0.5, 1.5]), base_wrong=np.zeros(2, bool), n=1, seed=0)
+    with pytest.raises(StrategyError, match="same length"):
+        select("hard", difficulty=np.array([0.5, 0.5]), base_wrong=np.zeros(3, bool), n=1, seed=0)
+
+
+def test_both_ranking_paths_are_exercised():
+    def keys(values: np.ndarray) -> np.ndarray:
+        return np.rint(values * 1e12).astype(np.int64)
+
+    assert _Ranking(keys(discrete_pool(100)[0]))._order is not None  # radix path
+    assert _Ranking(keys(dense_pool(100)[0]))._order is None  # partition path
+
+
+def test_every_rank_window_matches_a_stable_sort_on_both_paths():
+    for values in (dense_pool(60, seed=6)[0], discrete_pool(60, k=4, seed=6)[0]):
+        keys = np.rint(values * 1e12).astype(np.int64)
+        ranking, expected = _Ranking(keys), np.argsort(keys, kind="stable")
+        for start in range(61):
+            for stop in range(start, 61):
+                np.testing.assert_array_equal(ranking.ranks(start, stop), expected[start:stop])
+
+
+def test_stable_radix_argsort_matches_numpy_on_wide_keys_with_ties():
+    rng = np.random.default_rng(12)
+    keys = rng.integers(0, 10**12, 5000)
+    keys[::3] = keys[1::3][: len(keys[::3])]  # plenty of ties
+    np.testing.assert_array_equal(_stable_argsort(keys), np.argsort(keys, kind="stable"))
+    np.testing.assert_array_equal(_stable_argsort(np.array([5, 5, 0])), [2, 0, 1])
+    assert _stable_argsort(np.array([], dtype=np.int64)).size == 0

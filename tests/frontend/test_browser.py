@@ -1,0 +1,306 @@
+"""The browser frontend, end to end: a real uvicorn server, a real Celery worker, Debian's chromium.
+
+Flow: sign in → demo pool → probe with the tiny random model → histogram → drill-down → planner →
+freeze → JSONL export. Plus: untrusted prompt text is shown as text, a bad token shows the error.
+Screenshots of the pool and planner pages go to /tmp/budgetlab-*.png for a human look.
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ADMIN_TOKEN, ROOT
+
+playwright_sync = pytest.importorskip("playwright.sync_api")
+from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
+
+CHROMIUM = os.environ.get("BUDGETLAB_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                 "--disable-sync", "--no-first-run"]
+TINY_MODEL = "tiny-random-SmolLM2"
+PROBE_TIMEOUT_MS = 300_000
+XSS = "<img src=x onerror=alert(1)>"
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists() and shutil.which("chromium") is None,
+                                reason="chromium is not installed (apt-get install -y chromium)")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(service_env, tmp_path_factory) -> Iterator[str]:
+    """uvicorn serving the real app on a free port, with the session's Postgres + Redis.
+
+    Tests that run a probe also ask for the `worker` fixture (a real Celery worker)."""
+    from backend.auth.service import ensure_admin_token
+    from backend.database import session_scope
+
+    with session_scope() as session:
+        ensure_admin_token(session, ADMIN_TOKEN)
+
+    port = free_port()
+    env = {**os.environ, **service_env}
+    env.pop("BUDGETLAB_MODELS", None)
+    log_path = tmp_path_factory.mktemp("uvicorn") / "uvicorn.log"
+    log = open(log_path, "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uvicorn", "backend.app:create_app", "--factory", "--host", "127.0.0.1",
+         "--port", str(port), "--log-level", "warning"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"uvicorn exited early:\n{log_path.read_text()}")
+        try:
+            with urllib.request.urlopen(f"{base}/api/health", timeout=2) as response:
+                if response.status == 200:
+                    break
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            proc.kill()
+            raise RuntimeError(f"uvicorn did not start:\n{log_path.read_text()}")
+        time.sleep(0.2)
+    yield base
+    proc.terminate()
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_playwright() as p:
+        executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
+        browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser, server) -> Iterator[Page]:
+    context = browser.new_context(viewport={"width": 1440, "height": 1000}, accept_downloads=True)
+    context.set_default_timeout(30_000)
+    page = context.new_page()
+    page.problems = []  # JS exceptions, console errors, dialogs: none should happen
+    page.on("pageerror", lambda exc: page.problems.append(f"pageerror: {exc}"))
+    page.on("console", lambda msg: page.problems.append(f"console.{msg.type}: {msg.text}")
+            if msg.type == "error" else None)
+
+    def on_dialog(dialog):
+        if dialog.type == "confirm":  # our own "delete pool?" confirmation
+            dialog.accept()
+        else:
+            page.problems.append(f"dialog {dialog.type}: {dialog.message}")
+            dialog.dismiss()
+
+    page.on("dialog", on_dialog)
+    yield page
+    context.close()
+
+
+def sign_in(page: Page, server: str) -> None:
+    page.goto(f"{server}/#/signin")
+    page.fill("#token-input", ADMIN_TOKEN)
+    page.click("#signin-button")
+    page.wait_for_url("**/#/pools")
+    expect(page.locator("#demo-button")).to_be_visible()
+
+
+def problems_other_than_expected_401(page: Page) -> list[str]:
+    # Chromium logs every failed fetch as a console error; a 4xx the test provokes on purpose is fine.
+    return [p for p in page.problems if "401" not in p]
+
+
+def test_wrong_token_shows_the_error(page: Page, server: str) -> None:
+    page.goto(f"{server}/#/signin")
+    page.fill("#token-input", "not-a-real-token")
+    page.click("#signin-button")
+    expect(page.locator("#error-box")).to_be_visible()
+    expect(page.locator("#error-text")).to_contain_text("Unknown API token")
+    assert page.url.endswith("#/signin")
+
+    # A page that needs a token, opened with a bad one, lands on sign-in with the server's message.
+    page.evaluate("localStorage.setItem('budgetlab.token', 'still-wrong')")
+    page.goto(f"{server}/#/pools")
+    page.wait_for_url("**/#/signin")
+    expect(page.locator("#error-text")).to_contain_text("Unknown API token")
+    assert problems_other_than_expected_401(page) == []
+
+
+def test_probe_plan_freeze_export(page: Page, server: str, worker, tmp_path: Path) -> None:
+    sign_in(page, server)
+
+    # Demo pool
+    with page.expect_response(lambda r: r.url.endswith("/api/pools/demo") and r.request.method == "POST") as created:
+        page.click("#demo-button")
+    assert created.value.status == 201, created.value.text()
+    pool = created.value.json()
+    link = page.locator(f"[data-testid=pool-link-{pool['id']}]")
+    expect(link).to_be_visible()
+    link.click()
+    page.wait_for_url(f"**/#/pools/{pool['id']}")
+    expect(page.locator("#pool-name")).to_have_text(pool["name"])
+    expect(page.locator("#prompt-table tbody tr").first).to_be_visible()  # unscored prompts before any probe
+
+    # Probe with the tiny random model
+    page.select_option("#probe-model", TINY_MODEL)
+    page.fill("#probe-k", "4")
+    page.fill("#probe-max-new-tokens", "16")
+    with page.expect_response(lambda r: r.url.endswith("/api/probes") and r.request.method == "POST") as started:
+        page.click("#probe-submit")
+    assert started.value.status == 202, started.value.text()
+    probe = started.value.json()
+    expect(page.locator("#job-progress")).to_be_visible()
+    expect(page.locator("#job-state")).to_have_attribute("data-status", "succeeded", timeout=PROBE_TIMEOUT_MS)
+    expect(page.locator("#job-progress-text")).to_contain_text(f"{pool['prompt_count']} / {pool['prompt_count']}")
+
+    # Difficulty histogram (Plotly draws an svg) and its summary
+    expect(page.locator("#difficulty-histogram svg.main-svg").first).to_be_visible()
+    expect(page.locator("#summary-count")).to_have_text(str(pool["prompt_count"]))
+    rows = page.locator("#prompt-table tbody tr")
+    expect(rows.first).to_be_visible()
+    assert rows.count() == min(50, pool["prompt_count"])
+    # Scored rows show a pass rate with its Wilson interval: "0.25 [0.07, 0.59]"
+    expect(page.locator("#prompt-table tbody tr td.wilson").first).to_have_text(
+        __import__("re").compile(r"^\d\.\d\d \[\d\.\d\d, \d\.\d\d\]$"))
+
+    # Sorting by difficulty flips the order
+    expect(page.locator("#sort-difficulty")).to_have_attribute("aria-sort", "descending")
+    page.click("#sort-difficulty button")
+    expect(page.locator("#sort-difficulty")).to_have_attribute("aria-sort", "ascending")
+
+    # Drill-down: the k completions with their marks
+    rows.first.click()
+    drawer = page.locator("#drilldown")
+    expect(drawer).to_be_visible()
+    expect(page.locator("#drilldown-samples li")).to_have_count(4)
+    expect(page.locator("#drilldown-prompt")).not_to_be_empty()
+    page.screenshot(path="/tmp/budgetlab-drilldown.png")
+    page.click("#drilldown-close")
+    expect(drawer).to_be_hidden()
+
+    page.evaluate("window.scrollTo(0, 0)")
+    page.screenshot(path="/tmp/budgetlab-pool.png", full_page=True)
+
+    # Budget planner
+    page.click("#plan-link")
+    page.wait_for_url(f"**/#/planner/{probe['id']}")
+    page.select_option("#planner-strategy", "hard")
+    page.select_option("#budget-kind", "count")
+    with page.expect_response(lambda r: r.url.endswith("/api/selections/preview") and r.status == 200) as previewed:
+        page.fill("#budget-value", "5")
+    preview = previewed.value.json()
+    expect(page.locator("#n-picked")).to_have_text("5")
+    expect(page.locator("#predicted-share")).to_have_text(__import__("re").compile(r"^\d+\.\d%$"))
+    expect(page.locator("#strategy-comparison tbody tr")).to_have_count(7)
+    expect(page.locator("#selection-histogram svg.main-svg").first).to_be_visible()
+    expect(page.locator("#picked-prompts tbody tr")).to_have_count(len(preview["prompts"]))
+    assert preview["strategy"] == "hard" and preview["n"] == 5
+
+    # Money budget shows its cost field; band shows its limits
+    expect(page.locator("#cost-field")).to_be_hidden()
+    page.select_option("#budget-kind", "money")
+    expect(page.locator("#cost-field")).to_be_visible()
+    page.select_option("#budget-kind", "count")
+    page.fill("#budget-value", "5")
+    expect(page.locator("#band-fields")).to_be_hidden()
+
+    # Freeze and export
+    page.fill("#subset-name", "hard-5")
+    with page.expect_response(lambda r: r.url.endswith("/api/subsets") and r.request.method == "POST") as frozen:
+        page.click("#freeze-button")
+    assert frozen.value.status == 201, frozen.value.text()
+    subset = frozen.value.json()
+    assert subset["n"] == 5 and subset["strategy"] == "hard"
+    expect(page.locator("#frozen-subset")).to_be_visible()
+    expect(page.locator(f"#subset-table tr[data-subset-id='{subset['id']}']")).to_be_visible()
+
+    with page.expect_download() as download_info:
+        page.click("#export-jsonl")
+    download = download_info.value
+    assert download.suggested_filename == f"subset-{subset['id']}.jsonl"
+    target = tmp_path / download.suggested_filename
+    download.save_as(target)
+    lines = target.read_text().splitlines()
+    assert len(lines) == 5
+    first = json.loads(lines[0])
+    assert "prompt" in first and "answer" in first
+
+    page.evaluate("window.scrollTo(0, 0)")
+    page.screenshot(path="/tmp/budgetlab-planner.png", full_page=True)
+    assert page.problems == []
+
+
+def upload_evil_pool(page: Page) -> dict:
+    rows = [{"prompt": f"What is 2+2? {XSS}", "answer": "4"},
+            {"prompt": "<script>window.pwned = 1</script> and 3+3?", "answer": f"6 {XSS}"}]
+    payload = "".join(json.dumps(row) + "\n" for row in rows).encode()
+    page.set_input_files("#upload-file", files=[{"name": "evil.jsonl", "mimeType": "application/jsonl", "buffer": payload}])
+    page.fill("#upload-name", f"evil {XSS}")
+    page.fill("#upload-answer-field", "answer")
+    with page.expect_response(lambda r: r.url.endswith("/api/pools") and r.request.method == "POST") as uploaded:
+        page.click("#upload-submit")
+    assert uploaded.value.status == 201, uploaded.value.text()
+    pool = uploaded.value.json()
+    link = page.locator(f"[data-testid=pool-link-{pool['id']}]")
+    expect(link).to_have_text(f"evil {XSS}")
+    link.click()
+    page.wait_for_url(f"**/#/pools/{pool['id']}")
+    return pool
+
+
+def assert_no_injected_markup(page: Page) -> None:
+    assert page.locator("img").count() == 0
+    assert page.evaluate("document.querySelectorAll('#page script').length") == 0
+    assert page.evaluate("window.pwned === undefined")
+
+
+def test_untrusted_prompt_text_is_shown_as_text(page: Page, server: str) -> None:
+    sign_in(page, server)
+    upload_evil_pool(page)
+    expect(page.locator("#pool-name")).to_have_text(f"evil {XSS}")
+    table = page.locator("#prompt-table")
+    expect(table).to_contain_text(f"What is 2+2? {XSS}")
+    expect(table).to_contain_text("<script>window.pwned = 1</script>")
+    expect(table).to_contain_text(f"6 {XSS}")
+    assert_no_injected_markup(page)
+    page.goto(f"{server}/#/pools")
+    expect(page.locator("#pool-table")).to_contain_text(f"evil {XSS}")
+    assert_no_injected_markup(page)
+    assert page.problems == []
+
+
+def test_untrusted_text_in_the_drilldown(page: Page, server: str, worker) -> None:
+    """Prompt, gold answer and model completions in the drill-down are text too."""
+    sign_in(page, server)
+    upload_evil_pool(page)
+    page.select_option("#probe-model", TINY_MODEL)
+    page.fill("#probe-k", "2")
+    page.fill("#probe-max-new-tokens", "8")
+    page.click("#probe-submit")
+    expect(page.locator("#job-state")).to_have_attribute("data-status", "succeeded", timeout=PROBE_TIMEOUT_MS)
+    page.locator("#prompt-table tbody tr", has_text="2+2").click()
+    expect(page.locator("#drilldown-prompt")).to_have_text(f"What is 2+2? {XSS}")
+    expect(page.locator("#drilldown-samples li")).to_have_count(2)
+    page.click("#drilldown-close")
+    page.locator("#prompt-table tbody tr", has_text="3+3").click()
+    expect(page.locator("#drilldown-prompt")).to_have_text("<script>window.pwned = 1</script> and 3+3?")
+    assert_no_injected_markup(page)
+    assert page.problems == []

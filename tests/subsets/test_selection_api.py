@@ -1,0 +1,118 @@
+import csv
+import io
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from tests.subsets.conftest import K, make_probed_pool
+
+
+def body(probe_id, strategy="hard", kind="count", value=10, **extra):
+    return {"probe_id": probe_id, "strategy": strategy, "budget": {"kind": kind, "value": value, **extra.pop(
+        "budget", {})}, **extra}
+
+
+def test_preview_hard_picks_the_lowest_pass_rates_and_compares_every_strategy(client, probed_pool):
+    response = client.post("/api/selections/preview", json=body(probed_pool.probe_id, group_size=4))
+    assert response.status_code == 200, response.text
+    preview = response.json()
+    assert preview["n"] == 10 and not preview["clamped"] and preview["warning"] is None
+    picked_rates = [p["pass_rate"] for p in preview["prompts"]]
+    assert max(picked_rates) <= sorted(c / K for c in probed_pool.correct)[9]
+    p = [r for r in picked_rates]
+    expected = sum(1 - x**4 - (1 - x) ** 4 for x in p) / len(p)
+    assert preview["predicted_learnable_share"] == pytest.approx(expected)
+    strategies = {row["strategy"]: row for row in preview["comparison"]}
+    assert set(strategies) == {"hard", "easy", "medium", "random", "base_wrong", "band", "learnable"}
+    assert strategies["hard"]["overlap_with_hard"] == 1.0
+    assert strategies["hard"]["mean_pass_rate"] < strategies["easy"]["mean_pass_rate"]
+    figure = preview["figure"]
+    assert sum(figure["data"][0]["y"]) == 10 and sum(figure["data"][0]["y"]) + sum(figure["data"][1]["y"]) == 40
+
+
+def test_preview_is_reproducible_and_seed_dependent_for_random(client, probed_pool):
+    def ids(seed):
+        res = client.post("/api/selections/preview", json=body(probed_pool.probe_id, "random", seed=seed))
+        return [p["id"] for p in res.json()["prompts"]]
+
+    assert ids(1) == ids(1)
+    assert ids(1) != ids(2)
+
+
+def test_budget_kinds_and_clamping(client, probed_pool):
+    money = client.post("/api/selections/preview", json=body(
+        probed_pool.probe_id, kind="money", value=0.3, budget={"cost_per_prompt": 0.1})).json()
+    assert money["n"] == 3
+    fraction = client.post("/api/selections/preview", json=body(probed_pool.probe_id, kind="fraction",
+                                                                value=0.25)).json()
+    assert fraction["n"] == 10
+    clamped = client.post("/api/selections/preview", json=body(probed_pool.probe_id, value=500)).json()
+    assert clamped["n"] == 40 and clamped["clamped"] and "500" in clamped["warning"] and "40" in clamped["warning"]
+
+
+@pytest.mark.parametrize("payload, fragment", [
+    ({"strategy": "hardest"}, "hard"),
+    ({"budget": {"kind": "money", "value": 5}}, "cost_per_prompt"),
+    ({"budget": {"kind": "fraction", "value": 1.5}}, "fraction"),
+    ({"budget": {"kind": "count", "value": -1}}, "count"),
+    ({"group_size": 1}, "group_size"),
+    ({"strategy": "band", "band_low": 0.8, "band_high": 0.2}, "band"),
+])
+def test_bad_selection_requests_are_422_with_a_reason(client, probed_pool, payload, fragment):
+    request = {**body(probed_pool.probe_id), **payload}
+    response = client.post("/api/selections/preview", json=request)
+    assert response.status_code == 422, response.text
+    assert fragment in response.json()["detail"]
+
+
+def test_selection_on_unfinished_probe_is_409(client, service_env):
+    running = make_probed_pool(finished=False)
+    response = client.post("/api/selections/preview", json=body(running.probe_id))
+    assert response.status_code == 409 and "has not finished" in response.json()["detail"]
+    assert client.post("/api/subsets", json=body(running.probe_id)).status_code == 409
+
+
+def test_freeze_and_export_in_every_format(client, probed_pool):
+    frozen = client.post("/api/subsets", json={**body(probed_pool.probe_id, value=12), "name": "hard 12"})
+    assert frozen.status_code == 201, frozen.text
+    subset = frozen.json()
+    assert subset["n"] == 12 and subset["name"] == "hard 12" and subset["strategy"] == "hard"
+    assert client.get(f"/api/subsets/{subset['id']}").json() == subset
+    assert subset["id"] in [s["id"] for s in client.get(f"/api/subsets?probe_id={probed_pool.probe_id}").json()]
+    # The frozen subset equals the preview of the same inputs.
+    preview = client.post("/api/selections/preview", json=body(probed_pool.probe_id, value=12)).json()
+
+    jsonl = client.get(f"/api/subsets/{subset['id']}/export?format=jsonl")
+    assert jsonl.status_code == 200
+    assert 'filename="subset-' in jsonl.headers["content-disposition"]
+    rows = [json.loads(line) for line in jsonl.text.splitlines()]
+    assert [r["id"] for r in rows] == [p["external_id"] for p in preview["prompts"]]
+    assert all({"prompt", "answer", "id", "difficulty"} <= set(r) for r in rows)
+    assert rows[0]["prompt"].startswith("What is") and rows[0]["answer"] is not None
+
+    csv_rows = list(csv.DictReader(io.StringIO(client.get(f"/api/subsets/{subset['id']}/export?format=csv").text)))
+    assert [r["id"] for r in csv_rows] == [r["id"] for r in rows]
+
+    parquet = client.get(f"/api/subsets/{subset['id']}/export?format=parquet")
+    table = pq.read_table(io.BytesIO(parquet.content))
+    assert table.column("id").to_pylist() == [r["id"] for r in rows]
+
+    bad = client.get(f"/api/subsets/{subset['id']}/export?format=xlsx")
+    assert bad.status_code == 422 and "jsonl" in bad.json()["detail"]
+
+
+def test_base_wrong_takes_all_when_fewer_and_warns(client, probed_pool):
+    wrong = sum(probed_pool.base_wrong)
+    response = client.post("/api/selections/preview", json=body(probed_pool.probe_id, "base_wrong", value=39))
+    preview = response.json()
+    assert preview["n"] == min(wrong, 39)
+    if wrong < 39:
+        assert "qualify" in preview["warning"]
+
+
+def test_label_free_probe_has_no_pass_rates(client, service_env):
+    label_free = make_probed_pool(label_free=True)
+    preview = client.post("/api/selections/preview", json=body(label_free.probe_id)).json()
+    assert preview["mean_pass_rate"] is None and all(p["pass_rate"] is None for p in preview["prompts"])
+    assert all(row["mean_pass_rate"] is None for row in preview["comparison"])

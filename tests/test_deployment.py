@@ -1,0 +1,53 @@
+"""docker-compose.yml and the Dockerfiles cannot be run here (no Docker engine), so check what can
+be: the YAML's wiring, and that every command they run parses with our CLI."""
+
+from pathlib import Path
+
+import pytest
+import typer
+import yaml
+
+from backend.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def _parses(argv: list[str]) -> None:
+    assert argv[0] == "budgetlab"
+    group = typer.main.get_command(app)
+    sub = group.get_command(group.make_context("budgetlab", [argv[1]]), argv[1])
+    assert sub is not None, f"unknown command {argv[1]!r}"
+    sub.make_context(argv[1], list(argv[2:]))
+
+
+def _dockerfile_cmd(path: str) -> list[str]:
+    line = next(l for l in (ROOT / path).read_text().splitlines() if l.startswith("CMD"))
+    return yaml.safe_load(line[len("CMD"):])
+
+
+def test_services_are_wired():
+    services = COMPOSE["services"]
+    assert {"postgres", "redis", "api", "worker-cpu", "worker-gpu"} <= set(services)
+    for name in ("api", "worker-cpu", "worker-gpu"):
+        env = services[name]["environment"]
+        assert env["DATABASE_URL"].startswith("postgresql://") and "@postgres:" in env["DATABASE_URL"]
+        assert env["CELERY_BROKER_URL"].startswith("redis://redis:")
+        assert (ROOT / services[name]["build"]["dockerfile"]).exists()
+    assert services["worker-gpu"]["command"][-3:] == ["gpu", "--concurrency", "1"]
+    assert services["worker-cpu"]["command"][3] == "cpu"
+
+
+def test_every_command_parses():
+    services = COMPOSE["services"]
+    for name in ("worker-cpu", "worker-gpu"):
+        _parses(services[name]["command"])
+    for dockerfile in ("docker/api.Dockerfile", "docker/worker.Dockerfile"):
+        _parses(_dockerfile_cmd(dockerfile))
+
+
+def test_a_bad_command_is_caught():
+    with pytest.raises(Exception, match="no-such-option"):
+        _parses(["budgetlab", "worker", "--no-such-option"])
+    with pytest.raises(AssertionError, match="unknown command"):
+        _parses(["budgetlab", "wrker"])

@@ -1,0 +1,82 @@
+"""The embedded default as `make run` starts it: `budgetlab serve` with no DATABASE_URL or
+CELERY_BROKER_URL — SQLite database, SQLite broker and a local worker under BUDGETLAB_DATA_DIR."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import httpx
+
+from tests.conftest import ROOT
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_serve_on_sqlite_runs_the_whole_flow(tmp_path):
+    port = _free_port()
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL",
+                                                            "BUDGETLAB_ADMIN_TOKEN")}
+    env.update(BUDGETLAB_DATA_DIR=str(tmp_path / "data"), BUDGETLAB_PORT=str(port))
+    if "BUDGETLAB_TEST_ARTIFACTS" in os.environ:
+        env["BUDGETLAB_ARTIFACT_DIR"] = os.environ["BUDGETLAB_TEST_ARTIFACTS"]
+    log = open(tmp_path / "serve.log", "w")
+    server = subprocess.Popen([sys.executable, "-m", "backend.cli", "serve"], cwd=ROOT, env=env,
+                              stdout=log, stderr=subprocess.STDOUT)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        token = None
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and token is None:
+            assert server.poll() is None, (tmp_path / "serve.log").read_text()
+            for line in (tmp_path / "serve.log").read_text().splitlines():
+                if "Admin token" in line:
+                    token = line.rsplit(":", 1)[1].strip()
+            time.sleep(0.2)
+        assert token, "serve did not print an admin token at first start"
+        client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        while time.monotonic() < deadline:
+            try:
+                if client.get("/api/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        assert client.get("/api/pools", headers={"Authorization": "Bearer nope"}).status_code == 401
+        assert (tmp_path / "data" / "budgetlab.db").exists()
+
+        pool = client.post("/api/pools/demo").json()
+        probe = client.post("/api/probes", json={"pool_id": pool["id"], "model": "tiny-random-SmolLM2",
+                                                 "k": 4, "max_new_tokens": 8}).json()
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            job = client.get(f"/api/jobs/{probe['job_id']}").json()
+            if job["status"] in ("succeeded", "failed", "cancelled"):
+                break
+            time.sleep(0.5)
+        assert job["status"] == "succeeded", (job, (tmp_path / "serve.log").read_text()[-3000:])
+        assert (tmp_path / "data" / "broker.db").exists()
+
+        assert client.get(f"/api/probes/{probe['id']}/difficulty").json()["summary"]["count"] == pool["prompt_count"]
+        request = {"probe_id": probe["id"], "strategy": "learnable", "budget": {"kind": "count", "value": 20}}
+        assert client.post("/api/selections/preview", json=request).json()["n"] == 20
+        subset = client.post("/api/subsets", json=request).json()
+        csv_text = client.get(f"/api/subsets/{subset['id']}/export?format=csv").text
+        assert csv_text.splitlines()[0].startswith("prompt,answer,id,difficulty")
+        assert len(csv_text.strip().splitlines()) == 21
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+    # A later start does not mint a second admin token; the CLI works on the same embedded database.
+    again = subprocess.run([sys.executable, "-m", "backend.cli", "demo"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert "Admin token" not in again.stdout and "Created demo pool 2" in again.stdout
