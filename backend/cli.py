@@ -126,6 +126,34 @@ def token_create(name: str = typer.Option("cli", help="A label for the token."))
         typer.echo(create_token(session, name))
 
 
+@pool_app.command("import")
+@_app_errors
+def pool_import(
+    path: Path = typer.Argument(..., exists=True, dir_okay=False, help="JSONL, CSV, Parquet or BBH JSON file."),
+    name: str | None = typer.Option(None, help="Pool name (default: the file name)."),
+    preset: str | None = typer.Option(None, help="gsm8k, bbh or math500."),
+    prompt_field: str | None = typer.Option(None, help="Field holding the prompt (default 'prompt')."),
+    answer_field: str | None = typer.Option(None, help="Field holding the gold answer (optional)."),
+    id_field: str | None = typer.Option(None, help="Field holding the prompt id (optional)."),
+    task_type: str | None = typer.Option(None, help="numeric, math, choice or exact (default: detected)."),
+    format: str | None = typer.Option(None, help="jsonl, csv, parquet or json (default: from the extension)."),
+) -> None:
+    """Import a pool file, streamed into the database in one transaction."""
+    from backend.pools.presets import resolve_upload_options
+    from backend.pools.service import import_pool
+
+    _prepare()
+    mapping, detected_type, fallback = resolve_upload_options(
+        preset, prompt_field=prompt_field, answer_field=answer_field, id_field=id_field, task_type=task_type)
+    with open(path, "rb") as raw, tqdm.wrapattr(raw, "read", total=path.stat().st_size, unit="B",
+                                                unit_scale=True, desc="import") as handle:
+        with _session() as session:
+            pool = import_pool(session, handle, path.name, mapping, detected_type, name, fmt=format,
+                               fallback_format=fallback)
+            typer.echo(f"Pool {pool.id}: {pool.prompt_count} prompts, task type {pool.task_type}"
+                       f"{'' if pool.has_answers else ' (no answers: label-free probing)'}.")
+
+
 @app.command()
 @_app_errors
 def demo() -> None:

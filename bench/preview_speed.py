@@ -112,9 +112,9 @@ def main() -> None:
             except httpx.TransportError:
                 time.sleep(0.2)
 
-        def preview(strategy: str) -> float:
+        def preview(strategy: str, seed: int = 0) -> float:
             body = {"probe_id": probe_id, "strategy": strategy, "budget": {"kind": "fraction", "value": 0.1},
-                    "group_size": 8, "seed": 0}
+                    "group_size": 8, "seed": seed}
             start = time.perf_counter()
             response = client.post("/api/selections/preview", json=body)
             elapsed = time.perf_counter() - start
@@ -124,6 +124,8 @@ def main() -> None:
 
         cold = preview("hard")
         times = [preview(STRATEGIES[i % len(STRATEGIES)]) for i in range(20)]
+        # A new seed each time: the seeded shuffle and every ranking are rebuilt (no selector reuse).
+        fresh = [preview(STRATEGIES[i % len(STRATEGIES)], seed=1000 + i) for i in range(20)]
 
         baseline = []
         with psycopg.connect(url) as conn:
@@ -138,9 +140,11 @@ def main() -> None:
         print(f"first preview (cold):    {cold:8.1f} ms  (reads the scores once, then cached)")
         print(f"preview median of 20:    {median:8.1f} ms  (target <= 300 ms)  p90 "
               f"{sorted(times)[17]:.1f} ms  max {max(times):.1f} ms")
+        print(f"median of 20, new seed:  {statistics.median(fresh):8.1f} ms  (shuffle and rankings rebuilt "
+              f"each call)  max {max(fresh):.1f} ms")
         print(f"baseline, fetchall only: {statistics.median(baseline):8.1f} ms  "
               f"-> preview median is {median / statistics.median(baseline):.2f}x a bare fetch of the scores")
-        print("PASS" if median <= 300 else "FAIL: median above 300 ms")
+        print("PASS" if max(median, statistics.median(fresh)) <= 300 else "FAIL: a median is above 300 ms")
     finally:
         if server is not None:
             server.terminate()

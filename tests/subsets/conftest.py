@@ -6,6 +6,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 from sqlalchemy import insert
+from sqlmodel import select
 
 from backend.database import session_scope
 from backend.jobs.service import create_job, transition
@@ -40,7 +41,7 @@ def make_probed_pool(size: int = 40, *, finished: bool = True, label_free: bool 
             {"pool_id": pool.id, "position": i, "external_id": f"q{i}", "text": f"What is {i} + {i}?",
              "answer": None if label_free else str(2 * i), "gold": None if label_free else str(2 * i)}
             for i in range(size)])
-        ids = [p.id for p in session.query(Prompt).filter(Prompt.pool_id == pool.id).order_by(Prompt.position)]
+        ids = list(session.exec(select(Prompt.id).where(Prompt.pool_id == pool.id).order_by(Prompt.position)))
         job = create_job(session, "probe", total=size)
         probe = Probe(pool_id=pool.id, job_id=job.id, model="tiny-random-SmolLM2", k=K, temperature=1.0,
                       max_new_tokens=16, seed=0, label_free=label_free, shard_size=256, prompt_count=size)

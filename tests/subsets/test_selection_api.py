@@ -104,11 +104,12 @@ def test_freeze_and_export_in_every_format(client, probed_pool):
 
 def test_base_wrong_takes_all_when_fewer_and_warns(client, probed_pool):
     wrong = sum(probed_pool.base_wrong)
+    assert 0 < wrong < 39  # the fixture's seed gives a mix
     response = client.post("/api/selections/preview", json=body(probed_pool.probe_id, "base_wrong", value=39))
     preview = response.json()
-    assert preview["n"] == min(wrong, 39)
-    if wrong < 39:
-        assert "qualify" in preview["warning"]
+    assert preview["n"] == wrong and f"Only {wrong} prompts qualify" in preview["warning"]
+    picked = {p["id"] for p in preview["prompts"]}
+    assert all(bw for pid, bw in zip(probed_pool.prompt_ids, probed_pool.base_wrong) if pid in picked)
 
 
 def test_label_free_probe_has_no_pass_rates(client, service_env):
