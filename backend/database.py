@@ -55,4 +55,5 @@ def get_session() -> Iterator[Session]:
         yield session
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+# scope="function": the commit happens before the response is sent, so a 201 means committed.
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]

@@ -42,7 +42,9 @@ NAMES = ["Ava", "Ben", "Chloe", "Diego", "Emma", "Farid", "Grace", "Hiro", "Isla
 ITEMS = ["apples", "marbles", "stickers", "pencils", "cards", "shells", "stamps", "cookies"]
 
 
-def write_pool_file(path: Path, rows: int, seed: int = 0) -> int:
+def write_pool_file(path: Path, rows: int, seed: int = 0, unique_answers: bool = False) -> int:
+    """Word problems whose answers repeat as real numeric answers do (about 10,000 distinct values), or
+    with `unique_answers` a distinct answer per row (defeats the import's gold-answer cache)."""
     rng = random.Random(seed)
     with path.open("w", encoding="utf-8") as out:
         for i in range(rows):
@@ -50,7 +52,11 @@ def write_pool_file(path: Path, rows: int, seed: int = 0) -> int:
             boxes, per_box, given = rng.randint(2, 99), rng.randint(2, 99), rng.randint(1, 99)
             prompt = (f"{name} buys {boxes} boxes of {item} with {per_box} {item} in each box and gives {given} "
                       f"away. How many {item} does {name} have left?")
-            out.write(json.dumps({"id": f"q{i:07d}", "prompt": prompt, "answer": str(boxes * per_box - given)}))
+            answer = boxes * per_box - given
+            if unique_answers:
+                prompt += f" (Then add {i} more.)"
+                answer += i
+            out.write(json.dumps({"id": f"q{i:07d}", "prompt": prompt, "answer": str(answer)}))
             out.write("\n")
     return path.stat().st_size
 
@@ -131,6 +137,26 @@ def start_api(url: str, data_dir: Path, port: int, log_path: Path) -> subprocess
     raise RuntimeError(f"the API did not start:\n{log_path.read_text()}")
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def database_backend_cpu(url: str, db_name: str) -> float:
+    """CPU seconds used so far by the Postgres backends serving `db_name` (other than this query's)."""
+    with psycopg.connect(url) as conn:
+        pids = [row[0] for row in conn.execute(
+            "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", (db_name,))]
+    total = 0.0
+    for pid in pids:
+        try:
+            total += cpu_seconds(pid)
+        except (FileNotFoundError, PermissionError):
+            pass
+    return total
+
+
 def committed_rows(url: str, pool_id: int) -> int:
     with psycopg.connect(url) as conn:
         return conn.execute("SELECT count(*) FROM prompt WHERE pool_id = %s", (pool_id,)).fetchone()[0]
@@ -171,6 +197,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--orm-rows", type=int, default=100_000)
+    parser.add_argument("--unique-answers", action="store_true",
+                        help="a distinct answer per row (worst case for the gold-answer cache)")
     parser.add_argument("--keep", action="store_true", help="keep the benchmark database")
     args = parser.parse_args()
 
@@ -182,8 +210,9 @@ def main() -> int:
             tmp_path = Path(tmp)
             path = tmp_path / "pool.jsonl"
             started = time.perf_counter()
-            size = write_pool_file(path, args.rows)
-            print(f"file: {args.rows:,} rows, {size / 1e6:.1f} MB JSONL (written in "
+            size = write_pool_file(path, args.rows, unique_answers=args.unique_answers)
+            print(f"file: {args.rows:,} rows, {size / 1e6:.1f} MB JSONL, "
+                  f"{'a distinct answer per row' if args.unique_answers else 'repeating answers'} (written in "
                   f"{time.perf_counter() - started:.1f} s)")
 
             port = free_port()
@@ -191,6 +220,8 @@ def main() -> int:
             idle_rss = rss_mb(proc.pid)
             sampler = RssSampler(proc.pid)
             sampler.start()
+            api_cpu_before = cpu_seconds(proc.pid)
+            client_cpu_before = time.process_time()
             with httpx.Client(timeout=None) as http, path.open("rb") as upload:
                 start = time.perf_counter()
                 response = http.post(
@@ -207,6 +238,9 @@ def main() -> int:
             while committed_rows(url, pool["id"]) < args.rows:  # the commit may follow the response
                 time.sleep(0.01)
             elapsed = time.perf_counter() - start
+            client_cpu = time.process_time() - client_cpu_before
+            api_cpu = cpu_seconds(proc.pid) - api_cpu_before
+            postgres_cpu = database_backend_cpu(url, db_name)
             sampler.stopped.set()
             sampler.join()
             proc.terminate()
@@ -222,6 +256,8 @@ def main() -> int:
 
         print(f"API upload -> committed: {elapsed:.2f} s ({responded:.2f} s to the 201), {rate:,.0f} rows/s, "
               f"{size / 1e6 / elapsed:.1f} MB/s")
+        print(f"CPU seconds during the upload: API process {api_cpu:.1f}, Postgres backends {postgres_cpu:.1f}, "
+              f"uploading client {client_cpu:.1f} (machine: {os.cpu_count()} CPUs)")
         print(f"API process resident memory: peak {sampler.peak:.0f} MB during the upload (idle {idle_rss:.0f} MB)")
         print(f"plain ORM insert (session.add + commit), {orm_rows:,} rows timed: {orm_seconds:.2f} s, "
               f"{orm_rate:,.0f} rows/s; scaled to {args.rows:,} rows: {args.rows / orm_rate:.0f} s")

@@ -192,6 +192,9 @@ def parse_gold(answer: str, task_type: TaskType) -> str | None:
     if task_type == "numeric":
         if "####" in text:
             text = text.rsplit("####", 1)[1]
+        plain = text.strip()
+        if plain.isascii() and plain.isdigit():  # the common case, kept fast for million-row imports
+            return str(int(plain))
         text = _strip_math_wrappers(text).rstrip(".")
         value = _to_decimal(text)
         return None if value is None else _format_number(value)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import IO, Any
@@ -91,9 +91,8 @@ def resolve_format(filename: str | None, explicit: str | None = None, fallback: 
                            f"format= one of {', '.join(FORMATS)}.")
 
 
-def _id_hash(external_id: str) -> int:
-    """64-bit hash used for duplicate detection (a seam for tests that force collisions)."""
-    return hash(external_id)
+# 64-bit hash used for duplicate detection (a module attribute, so tests can force collisions).
+_id_hash: Callable[[str], int] = hash
 
 
 def _describe_json(value: Any) -> str:
@@ -159,12 +158,17 @@ class PoolFileReader:
     """Reads one uploaded file. Iterate `batches()` once; then `problems()` lists what was wrong with
     the content as a whole (empty prompts). Structural errors raise `IngestError` at once."""
 
-    def __init__(self, fileobj: IO[bytes], fmt: str, mapping: FieldMapping, *, batch_rows: int = BATCH_ROWS):
+    def __init__(self, fileobj: IO[bytes], fmt: str, mapping: FieldMapping, *, batch_rows: int = BATCH_ROWS,
+                 reopen: Callable[[], IO[bytes]] | None = None):
+        """`fileobj` is read once, front to back (`read(n)` may return fewer bytes). Verifying a
+        suspected duplicate id re-reads the file from its start: through `reopen()` (a new file object
+        holding at least the bytes read so far) when given, else by seeking `fileobj`."""
         if fmt not in FORMATS:
             raise IngestError(415, f"Unknown format {fmt!r}. Supported formats: {supported_formats_text()}.")
         if not mapping.prompt_field:
             raise IngestError(422, "The prompt field is required: send prompt_field=<the field holding the prompt>.")
         self.fileobj = fileobj
+        self.reopen = reopen
         self.fmt = fmt
         self.mapping = mapping
         self.batch_rows = batch_rows
@@ -180,10 +184,11 @@ class PoolFileReader:
         mapping = self.mapping
         id_field = mapping.id_field
         seen: set[int] = set()
+        id_hash = _id_hash
         unit = self.unit
         position = 0
         batch: list[Row] = []
-        for locator, raw_id, raw_text, raw_answer in self._records():
+        for locator, raw_id, raw_text, raw_answer in self._records(self.fileobj):
             text = raw_text if type(raw_text) is str else self._coerce_text(raw_text, mapping.prompt_field, locator)
             if not text or text.isspace():
                 self.empty_prompt_count += 1
@@ -203,8 +208,11 @@ class PoolFileReader:
             if id_field is None:
                 external_id = str(position)
             else:
-                external_id = self._coerce_id(raw_id, locator)
-                key = _id_hash(external_id)
+                if type(raw_id) is str and raw_id and not raw_id.isspace() and "\x00" not in raw_id:
+                    external_id = raw_id  # the common case, without a call
+                else:
+                    external_id = self._coerce_id(raw_id, locator)
+                key = id_hash(external_id)
                 if key in seen:
                     first = self._find_first(external_id, locator)
                     if first is not None:
@@ -245,20 +253,20 @@ class PoolFileReader:
 
     # --- records per format: (locator, raw id, raw prompt, raw answer) ---------------------------------
 
-    def _records(self) -> Iterator[tuple[int, Any, Any, Any]]:
+    def _records(self, fileobj: IO[bytes]) -> Iterator[tuple[int, Any, Any, Any]]:
         if self.fmt == "jsonl":
-            return self._jsonl_records()
+            return self._jsonl_records(fileobj)
         if self.fmt in ("csv", "tsv"):
-            return self._csv_records("," if self.fmt == "csv" else "\t")
+            return self._csv_records(fileobj, "," if self.fmt == "csv" else "\t")
         if self.fmt == "parquet":
-            return self._parquet_records()
-        return self._json_document_records()
+            return self._parquet_records(fileobj)
+        return self._json_document_records(fileobj)
 
-    def _jsonl_records(self) -> Iterator[tuple[int, Any, Any, Any]]:
+    def _jsonl_records(self, fileobj: IO[bytes]) -> Iterator[tuple[int, Any, Any, Any]]:
         scan = json.JSONDecoder().scan_once
         prompt_field, answer_field, id_field = self.mapping.prompt_field, self.mapping.answer_field, self.mapping.id_field
         checked = False
-        for lines_before, lines in _line_blocks(self.fileobj):
+        for lines_before, lines in _line_blocks(fileobj):
             line_no = lines_before
             for line in lines:
                 line_no += 1
@@ -304,13 +312,13 @@ class PoolFileReader:
         raise IngestError(400, f"Line {line_no} is not valid JSON ({problem}). Each line of a JSONL file must be "
                                f"one complete JSON object; fix or remove line {line_no} and upload again.")
 
-    def _csv_records(self, delimiter: str) -> Iterator[tuple[int, Any, Any, Any]]:
+    def _csv_records(self, fileobj: IO[bytes], delimiter: str) -> Iterator[tuple[int, Any, Any, Any]]:
         name = "CSV" if delimiter == "," else "TSV"
         if csv.field_size_limit() < MAX_LINE_BYTES:
             csv.field_size_limit(MAX_LINE_BYTES)
 
         def physical_lines() -> Iterator[str]:
-            for _, lines in _line_blocks(self.fileobj):
+            for _, lines in _line_blocks(fileobj):
                 for line in lines:
                     yield line + "\n"
 
@@ -360,12 +368,12 @@ class PoolFileReader:
         if header is None:
             raise self._empty_error()
 
-    def _parquet_records(self) -> Iterator[tuple[int, Any, Any, Any]]:
+    def _parquet_records(self, fileobj: IO[bytes]) -> Iterator[tuple[int, Any, Any, Any]]:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         try:
-            parquet = pq.ParquetFile(self.fileobj, buffer_size=1 << 20, pre_buffer=False)
+            parquet = pq.ParquetFile(fileobj, buffer_size=1 << 20, pre_buffer=False)
         except (pa.ArrowException, OSError, ValueError) as exc:
             raise IngestError(400, f"The file is not a readable Parquet file ({exc}). Upload a Parquet file, or "
                                    f"name the format with format= one of {', '.join(FORMATS)}.") from None
@@ -399,8 +407,16 @@ class PoolFileReader:
         if parquet.metadata.num_rows == 0:
             raise self._empty_error()
 
-    def _json_document_records(self) -> Iterator[tuple[int, Any, Any, Any]]:
-        raw = self.fileobj.read(MAX_JSON_DOCUMENT_BYTES + 1)
+    def _json_document_records(self, fileobj: IO[bytes]) -> Iterator[tuple[int, Any, Any, Any]]:
+        parts, size = [], 0
+        while size <= MAX_JSON_DOCUMENT_BYTES:
+            part = fileobj.read(MAX_JSON_DOCUMENT_BYTES + 1 - size)
+            if not part:
+                break
+            parts.append(part)
+            size += len(part)
+        raw = b"".join(parts)
+        del parts
         if len(raw) > MAX_JSON_DOCUMENT_BYTES:
             raise IngestError(413, f"A .json document is read whole, so it may be at most "
                                    f"{MAX_JSON_DOCUMENT_BYTES >> 20} MiB. Convert it to JSON Lines (one object per "
@@ -544,16 +560,22 @@ class PoolFileReader:
     def _find_first(self, external_id: str, before: int) -> int | None:
         """Where `external_id` first occurs before `before`, re-reading the file from its start (only when
         two ids share a hash, which for distinct ids is a 1-in-10^19 event)."""
-        saved = self.fileobj.tell()
         saved_fields = self.fields
+        if self.reopen is not None:
+            fileobj, saved = self.reopen(), None
+        else:
+            fileobj, saved = self.fileobj, self.fileobj.tell()
+            fileobj.seek(0)
         try:
-            self.fileobj.seek(0)
-            for locator, raw_id, _text, _answer in self._records():
+            for locator, raw_id, _text, _answer in self._records(fileobj):
                 if locator >= before:
                     return None
                 if raw_id is not None and self._coerce_id(raw_id, locator) == external_id:
                     return locator
             return None
         finally:
-            self.fileobj.seek(saved)
+            if saved is None:
+                fileobj.close()
+            else:
+                fileobj.seek(saved)
             self.fields = saved_fields

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from itertools import chain
-from typing import IO
+from typing import IO, Any
 
 from sqlalchemy import delete, insert
 from sqlmodel import Session, select
@@ -32,6 +32,7 @@ DETECTION_ANSWERS = 1000
 GOLD_CACHE_ENTRIES = 100_000
 MAX_PAGE = 1000
 _COLUMNS = ("pool_id", "position", "external_id", "text", "answer", "gold")
+_MISSING: Any = object()
 _ACTIVE_JOB_STATUSES = (JobStatus.queued.value, JobStatus.running.value, JobStatus.cancelling.value)
 
 
@@ -107,21 +108,28 @@ class _Grader:
         self.bad_count = 0
         self.bad_examples: list[tuple[int, str | None]] = []
 
-    def gold(self, answer: str | None, locator: int) -> str | None:
-        if answer is None:
-            gold = None
-        else:
-            try:
-                gold = self.cache[answer]
-            except KeyError:
-                gold = parse_gold(answer, self.task_type)
-                if len(self.cache) < GOLD_CACHE_ENTRIES:
-                    self.cache[answer] = gold
-        if gold is None:
-            self.bad_count += 1
-            if len(self.bad_examples) < EXAMPLES_SHOWN:
-                self.bad_examples.append((locator, answer))
-        return gold
+    def prompt_rows(self, pool_id: int, batch: list[Row]) -> list[tuple]:
+        """Database rows for a batch: (pool_id, position, external_id, text, answer, gold)."""
+        cache = self.cache
+        cache_get = cache.get
+        task_type = self.task_type
+        rows = []
+        append = rows.append
+        for position, external_id, text, answer, locator in batch:
+            if answer is None:
+                gold = None
+            else:
+                gold = cache_get(answer, _MISSING)
+                if gold is _MISSING:
+                    gold = parse_gold(answer, task_type)
+                    if len(cache) < GOLD_CACHE_ENTRIES:
+                        cache[answer] = gold
+            if gold is None:
+                self.bad_count += 1
+                if len(self.bad_examples) < EXAMPLES_SHOWN:
+                    self.bad_examples.append((locator, answer))
+            append((pool_id, position, external_id, text, answer, gold))
+        return rows
 
     def problem(self, total: int, answer_field: str) -> str | None:
         if not self.bad_count:
@@ -154,12 +162,14 @@ def import_pool(
     *,
     fmt: str | None = None,
     fallback_format: str | None = None,
+    reopen: Callable[[], IO[bytes]] | None = None,
 ) -> Pool:
     """Stream `fileobj` into a new pool. `task_type` None: detected from the first 1,000 answers.
+    `fileobj` is read once, front to back; `reopen` (see `PoolFileReader`) serves the rare re-read.
     Raises `IngestError` (the caller rolls back) when anything is wrong with the file."""
     source_format = resolve_format(filename, fmt, fallback_format)
     task_type = check_task_type(task_type)
-    reader = PoolFileReader(fileobj, source_format, mapping)
+    reader = PoolFileReader(fileobj, source_format, mapping, reopen=reopen)
     has_answers = mapping.answer_field is not None
 
     pool = Pool(name=(name or filename or "pool").strip() or "pool", task_type=task_type or "exact",
@@ -187,9 +197,7 @@ def import_pool(
     with _PromptWriter(session) as writer:
         for batch in batches:
             if has_answers:
-                gold = grader.gold
-                rows = [(pool_id, position, external_id, text, answer, gold(answer, locator))
-                        for position, external_id, text, answer, locator in batch]
+                rows = grader.prompt_rows(pool_id, batch)
             else:
                 rows = [(pool_id, position, external_id, text, None, None)
                         for position, external_id, text, _answer, _locator in batch]
