@@ -29,7 +29,7 @@ def test_demo_pool_to_exported_subset(client, worker):
     assert difficulty["figure"]["data"][0]["type"] == "bar"
 
     page = client.get(f"/api/pools/{pool['id']}/prompts?order=-difficulty&limit=20").json()
-    difficulties = [item["score"]["difficulty"] for item in page["items"]]
+    difficulties = [item["difficulty"] for item in page["items"]]
     assert difficulties == sorted(difficulties, reverse=True) and page["total"] == pool["prompt_count"]
     first = page["items"][0]
     detail = client.get(f"/api/probes/{probe['id']}/prompts/{first['id']}/samples").json()

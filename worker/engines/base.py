@@ -16,9 +16,11 @@ class GenerationEngine(Protocol):
     """
 
     model_name: str
-    #: prompts per ``generate`` call that keeps the engine efficient; callers pass chunks of this
-    #: size so that they can check for cancellation and report progress between chunks.
-    preferred_batch_size: int
+
+    def prompts_per_batch(self, k: int) -> int:
+        """Prompts per ``generate`` call that keep the engine efficient at this k. Callers pass
+        chunks of this size and check for cancellation and report progress between them."""
+        ...
 
     def render(self, questions: list[str], template: str | None = None) -> list[str]:
         """Model inputs for the questions: the default chat template, or a ``{prompt}`` template."""

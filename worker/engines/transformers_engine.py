@@ -5,24 +5,33 @@ from __future__ import annotations
 from worker.engines.base import check_sampling
 from worker.prompting import render_prompts
 
-# Prompts per ``generate`` call (each expands to k sequences). Measured on a 2-core CPU with the
-# default model, k=4: samples/s grows up to ~8 prompts and flattens after (docs/benchmarks.md).
-CPU_BATCH_SIZE = 8
-GPU_BATCH_SIZE = 64
+# Sequences (prompts x k) per ``generate`` call. On a 2-core CPU with the default model in
+# bfloat16, decode throughput grows up to ~64 rows and is flat after (docs/benchmarks.md).
+CPU_ROWS_PER_BATCH = 64
+GPU_ROWS_PER_BATCH = 512
 
 
 class TransformersEngine:
-    """Pure sampling (temperature, no top-k/top-p truncation, as vLLM does by default) with left
-    padding and ``num_return_sequences=k``; greedy when temperature is 0."""
+    """Pure sampling (temperature only, no top-k/top-p truncation, as vLLM does by default) with
+    left padding and ``num_return_sequences=k``; greedy when temperature is 0.
 
-    def __init__(self, model_name: str, *, device: str | None = None, batch_size: int | None = None):
+    ``batch_size`` fixes the prompts per ``generate`` call; by default it is
+    ``rows_per_batch // k`` (at least 1), so the batch stays efficient whatever k is.
+    """
+
+    def __init__(self, model_name: str, *, device: str | None = None, batch_size: int | None = None,
+                 rows_per_batch: int | None = None, dtype=None):
         from worker.model_store import load_model
 
         self.model_name = model_name
-        self.model, self.tokenizer = load_model(model_name, device)
+        self.model, self.tokenizer = load_model(model_name, device, dtype=dtype)
         self.device = self.model.device
-        default = GPU_BATCH_SIZE if self.device.type == "cuda" else CPU_BATCH_SIZE
-        self.preferred_batch_size = batch_size or default
+        self.batch_size = batch_size
+        self.rows_per_batch = rows_per_batch or (GPU_ROWS_PER_BATCH if self.device.type == "cuda"
+                                                 else CPU_ROWS_PER_BATCH)
+
+    def prompts_per_batch(self, k: int) -> int:
+        return self.batch_size or max(1, self.rows_per_batch // max(1, k))
 
     def render(self, questions: list[str], template: str | None = None) -> list[str]:
         return render_prompts(self.tokenizer, questions, template)
@@ -36,7 +45,7 @@ class TransformersEngine:
             return []
         torch.manual_seed(seed)  # one seed per call: the same call gives the same completions
         results: list[list[str]] = []
-        step = self.preferred_batch_size
+        step = self.prompts_per_batch(k)
         for start in range(0, len(prompts), step):
             results.extend(self._generate_batch(prompts[start:start + step], k, temperature, max_new_tokens))
         return results
