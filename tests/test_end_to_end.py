@@ -55,6 +55,7 @@ def test_probe_cancelled_mid_run_stops_and_keeps_finished_shards(client, worker)
     while time.monotonic() < deadline:
         job = client.get(f"/api/jobs/{probe['job_id']}").json()
         if job["status"] == "running" and job["progress_done"] > 0:
+            assert job["samples_per_second"] > 0 and job["eta_seconds"] is not None
             break
         assert job["status"] in ("queued", "running"), job
         time.sleep(0.2)

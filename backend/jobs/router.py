@@ -1,12 +1,19 @@
 from fastapi import APIRouter
-from sqlmodel import select
+from sqlmodel import Session, select
 
 from backend.database import SessionDep
 from backend.jobs import service
 from backend.jobs.schemas import JobEventRead, JobRead
 from backend.jobs.tables import Job
+from backend.probes.tables import Probe
 
 router = APIRouter(tags=["jobs"])
+
+
+def _read(session: Session, job: Job) -> JobRead:
+    # A probe's progress unit is a prompt of k samples.
+    k = session.exec(select(Probe.k).where(Probe.job_id == job.id)).first() if job.kind == "probe" else None
+    return JobRead.of(job, samples_per_unit=k)
 
 
 @router.get("/jobs")
@@ -14,12 +21,12 @@ def list_jobs(session: SessionDep, status: str | None = None, limit: int = 100) 
     query = select(Job).order_by(Job.id.desc()).limit(min(limit, 1000))
     if status:
         query = query.where(Job.status == status)
-    return [JobRead.of(job) for job in session.exec(query)]
+    return [_read(session, job) for job in session.exec(query)]
 
 
 @router.get("/jobs/{job_id}")
 def get_job(job_id: int, session: SessionDep) -> JobRead:
-    return JobRead.of(service.get_job(session, job_id))
+    return _read(session, service.get_job(session, job_id))
 
 
 @router.get("/jobs/{job_id}/events")
@@ -30,4 +37,4 @@ def job_events(job_id: int, session: SessionDep) -> list[JobEventRead]:
 
 @router.post("/jobs/{job_id}/cancel")
 def cancel_job(job_id: int, session: SessionDep) -> JobRead:
-    return JobRead.of(service.request_cancel(session, service.get_job(session, job_id)))
+    return _read(session, service.request_cancel(session, service.get_job(session, job_id)))
