@@ -4,7 +4,6 @@ Commands talk to the configured database directly (DATABASE_URL, or the embedded
 jobs go to the configured broker, or run in this process with --local.
 """
 
-import json
 import os
 import signal
 import subprocess

@@ -34,6 +34,10 @@ class Settings(BaseSettings):
         None, validation_alias="CELERY_BROKER_URL",
         description="Celery broker URL. Default: SQLite-backed broker under data_dir.",
     )
+    broker_key_prefix: str = Field(
+        "", validation_alias="BUDGETLAB_BROKER_PREFIX",
+        description="Prefix for every Redis key of the broker, to share one Redis between deployments.",
+    )
     environment: str = Field("development", validation_alias="BUDGETLAB_ENV")
     max_upload_bytes: int = Field(
         2 * 1024**3, validation_alias="BUDGETLAB_MAX_UPLOAD_BYTES",

@@ -18,6 +18,7 @@ Targets (issue): >= 100,000 rows/s end to end, >= 10x the ORM insert, API proces
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -150,10 +151,8 @@ def database_backend_cpu(url: str, db_name: str) -> float:
             "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()", (db_name,))]
     total = 0.0
     for pid in pids:
-        try:
+        with contextlib.suppress(FileNotFoundError, PermissionError):
             total += cpu_seconds(pid)
-        except (FileNotFoundError, PermissionError):
-            pass
     return total
 
 

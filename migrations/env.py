@@ -1,4 +1,5 @@
 from alembic import context
+
 from backend.database import make_engine
 from backend.settings import get_settings
 from backend.tables import metadata

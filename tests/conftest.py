@@ -20,6 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DATASETS = ROOT.parent / "shared" / "datasets"
 PG_ADMIN = os.environ.get("BUDGETLAB_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_TEST_URL = os.environ.get("BUDGETLAB_TEST_REDIS", "redis://127.0.0.1:6379/11")
+# Each session's broker keys carry their own prefix, so concurrent sessions never share tasks.
+BROKER_PREFIX = f"budgetlab-test-{uuid.uuid4().hex[:8]}:"
 ADMIN_TOKEN = "test-admin-token-" + uuid.uuid4().hex[:8]
 
 
@@ -58,11 +60,11 @@ def upgrade_head(url: str) -> None:
 def service_env(tmp_path_factory) -> Iterator[dict[str, str]]:
     """Environment for the whole session: Postgres + Redis, migrated with Alembic."""
     name, url = create_pg_database()
-    redis.Redis.from_url(REDIS_TEST_URL).flushdb()
     data_dir = tmp_path_factory.mktemp("data")
     env = {
         "DATABASE_URL": url,
         "CELERY_BROKER_URL": REDIS_TEST_URL,
+        "BUDGETLAB_BROKER_PREFIX": BROKER_PREFIX,
         "BUDGETLAB_DATA_DIR": str(data_dir),
         "BUDGETLAB_ARTIFACT_DIR": str(os.environ.get("BUDGETLAB_TEST_ARTIFACTS", data_dir / "artifacts")),
         "BUDGETLAB_ADMIN_TOKEN": ADMIN_TOKEN,
@@ -79,7 +81,9 @@ def service_env(tmp_path_factory) -> Iterator[dict[str, str]]:
         else:
             os.environ[key] = value
     drop_pg_database(name)
-    redis.Redis.from_url(REDIS_TEST_URL).flushdb()
+    broker = redis.Redis.from_url(REDIS_TEST_URL)
+    for key in broker.scan_iter(f"{BROKER_PREFIX}*"):
+        broker.delete(key)
 
 
 @pytest.fixture(scope="session")

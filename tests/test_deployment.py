@@ -22,7 +22,7 @@ def _parses(argv: list[str]) -> None:
 
 
 def _dockerfile_cmd(path: str) -> list[str]:
-    line = next(l for l in (ROOT / path).read_text().splitlines() if l.startswith("CMD"))
+    line = next(line_ for line_ in (ROOT / path).read_text().splitlines() if line_.startswith("CMD"))
     return yaml.safe_load(line[len("CMD"):])
 
 

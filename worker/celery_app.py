@@ -29,7 +29,8 @@ def get_celery() -> Celery:
     )
     if settings.celery_broker_url.startswith("redis"):
         # Above the longest task, so Redis does not hand a running shard to a second worker.
-        app.conf.broker_transport_options = {"visibility_timeout": 12 * 3600}
+        app.conf.broker_transport_options = {"visibility_timeout": 12 * 3600,
+                                             "global_keyprefix": settings.broker_key_prefix}
     return app
 
 

@@ -194,7 +194,7 @@ def ensure_checkpoint(name: str, *, artifacts: Path | None = None) -> Path:
             # Weights in safetensors (or .bin) only: skip GGUF/ONNX/TF copies some repos also carry.
             return Path(snapshot_download(name, ignore_patterns=["original/*", "*.gguf", "*.pth", "*.onnx",
                                                                  "onnx/*", "*.msgpack", "*.h5", "*.ot"]))
-        except Exception as exc:  # noqa: BLE001 - reported with the model name
+        except Exception as exc:
             raise ModelLoadError(f"Model '{name}' is not a built-in model ({', '.join(BUILTIN)}), not a local "
                                  f"checkpoint directory, and could not be fetched from the Hugging Face hub: "
                                  f"{type(exc).__name__}: {exc}") from exc
@@ -219,7 +219,7 @@ def load_model(name: str, device: str | None = None, *, dtype: Any = None) -> tu
         try:
             tokenizer = AutoTokenizer.from_pretrained(checkpoint)
             model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=dtype)
-        except Exception as exc:  # noqa: BLE001 - reported with the model name
+        except Exception as exc:
             raise ModelLoadError(f"Could not load model '{name}' from {checkpoint}: "
                                  f"{type(exc).__name__}: {exc}") from exc
         model.to(device).eval()

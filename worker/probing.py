@@ -22,7 +22,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import func, insert
 from sqlmodel import Session, select
 
-from backend.curation.grading import extract_answer, is_correct
+from backend.curation.grading import TASK_TYPES, extract_answer, is_correct
 from backend.curation.scores import score_prompt
 from backend.database import session_scope
 from backend.jobs.service import transition
@@ -87,7 +87,7 @@ def run_probe_shard(probe_id: int, shard_index: int, *, engine: GenerationEngine
         raise
     except (KeyboardInterrupt, SystemExit):  # the worker is stopping: the task is redelivered
         raise
-    except Exception as exc:  # noqa: BLE001 - classified below
+    except Exception as exc:
         if is_transient(exc):
             _note_transient(probe_id, shard_index, exc)
             raise TransientProbeError(f"shard {shard_index} of probe {probe_id}: {describe(exc)}") from exc
@@ -173,11 +173,9 @@ def failure_message(exc: BaseException, shard_index: int) -> str:
 
 def _note_transient(probe_id: int, shard_index: int, exc: BaseException) -> None:
     """Best effort: tell the user a retry is coming (the database may be the thing that is down)."""
-    if sys.modules.get("torch") is not None and hasattr(sys.modules["torch"], "cuda"):
-        try:
-            sys.modules["torch"].cuda.empty_cache()
-        except Exception:  # noqa: BLE001
-            pass
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()  # what the failed batch held, before the retry
     try:
         with session_scope() as session:
             probe = session.get(Probe, probe_id)
@@ -185,7 +183,7 @@ def _note_transient(probe_id: int, shard_index: int, exc: BaseException) -> None
             if job is not None and JobStatus(job.status) not in FINISHED:
                 job.message = f"shard {shard_index}: transient error, retrying ({describe(exc)})"[:1000]
                 session.add(job)
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.warning("could not record the transient error of probe %s", probe_id)
 
 
@@ -202,7 +200,7 @@ def fail_probe_job(probe_id: int, message: str) -> None:
                 return
             job.message = message
             transition(session, job, JobStatus.failed, message, error=message)
-    except Exception:  # noqa: BLE001 - nothing more we can do; the log has it
+    except Exception:
         log.exception("could not mark the job of probe %s failed: %s", probe_id, message)
 
 
@@ -247,6 +245,9 @@ def _start(probe_id: int, shard_index: int) -> ShardWork | str:
         job.heartbeat_at = utcnow()
         session.add(job)
         pool = session.get(Pool, probe.pool_id)
+        if pool.task_type not in TASK_TYPES:
+            raise ProbeFailure(f"Pool {pool.id} has task type '{pool.task_type}', which cannot be graded; "
+                               f"use one of {', '.join(TASK_TYPES)}.")
         rows = session.exec(select(Prompt.id, Prompt.text, Prompt.gold)
                             .where(Prompt.pool_id == probe.pool_id, Prompt.position >= shard.first_position,
                                    Prompt.position < shard.end_position)
@@ -308,7 +309,7 @@ def grade_shard(work: ShardWork, completions: list[list[str]]) -> tuple[list[dic
         correct = None if work.label_free or gold is None else [is_correct(a, gold, work.task_type)
                                                                  for a in extracted]
         score = score_prompt(extracted, correct)
-        for index, (text, answer) in enumerate(zip(outs, extracted)):
+        for index, (text, answer) in enumerate(zip(outs, extracted, strict=False)):
             samples.append({"probe_id": work.probe_id, "prompt_id": prompt_id, "sample_index": index,
                             "completion": text, "extracted_answer": answer,
                             "correct": None if correct is None else correct[index]})

@@ -70,6 +70,6 @@ def _adds_bos(tokenizer: Any) -> bool:
         return False
     try:
         ids = tokenizer("a").input_ids
-    except Exception:  # noqa: BLE001 - a tokenizer we cannot probe: do not guess
+    except Exception:
         return False
     return bool(ids) and ids[0] == bos_id

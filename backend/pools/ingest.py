@@ -264,7 +264,8 @@ class PoolFileReader:
 
     def _jsonl_records(self, fileobj: IO[bytes]) -> Iterator[tuple[int, Any, Any, Any]]:
         scan = json.JSONDecoder().scan_once
-        prompt_field, answer_field, id_field = self.mapping.prompt_field, self.mapping.answer_field, self.mapping.id_field
+        mapping = self.mapping
+        prompt_field, answer_field, id_field = mapping.prompt_field, mapping.answer_field, mapping.id_field
         checked = False
         for lines_before, lines in _line_blocks(fileobj):
             line_no = lines_before
@@ -446,7 +447,8 @@ class PoolFileReader:
             raise IngestError(422, f"The JSON document is {_describe_json(document)}; upload a list of objects or "
                                    f'{{"examples": [...]}} as in BIG-Bench Hard.')
         del document
-        prompt_field, answer_field, id_field = self.mapping.prompt_field, self.mapping.answer_field, self.mapping.id_field
+        mapping = self.mapping
+        prompt_field, answer_field, id_field = mapping.prompt_field, mapping.answer_field, mapping.id_field
         for index, obj in enumerate(examples, start=1):
             if not isinstance(obj, dict):
                 raise IngestError(422, f"Example {index} is {_describe_json(obj)}, not an object with a "

@@ -13,6 +13,7 @@ redone from that copy with the complete options).
 """
 
 import asyncio
+import contextlib
 import queue
 import tempfile
 import threading
@@ -120,10 +121,8 @@ class _ByteStream:
                 self._queue.get_nowait()
             except queue.Empty:
                 break
-        try:
+        with contextlib.suppress(queue.Full):  # the queue was just emptied
             self._queue.put_nowait(None)
-        except queue.Full:  # pragma: no cover - the queue was just emptied
-            pass
 
 
 class _MultipartForm:

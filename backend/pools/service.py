@@ -23,7 +23,14 @@ from backend.curation.grading import TASK_TYPES, detect_task_type, parse_gold
 from backend.errors import AppError, not_found
 from backend.jobs.tables import Job, JobStatus
 from backend.pools.demo import DEMO_POOL_NAME, demo_problems
-from backend.pools.ingest import EXAMPLES_SHOWN, FieldMapping, IngestError, PoolFileReader, Row, resolve_format
+from backend.pools.ingest import (
+    EXAMPLES_SHOWN,
+    FieldMapping,
+    IngestError,
+    PoolFileReader,
+    Row,
+    resolve_format,
+)
 from backend.pools.schemas import PromptOrder, PromptPage, PromptRead
 from backend.pools.tables import Pool, Prompt
 from backend.probes.tables import Probe, PromptScore
@@ -74,7 +81,7 @@ class _PromptWriter:
             self._buffer.seek(0)
             self._buffer.truncate()
         else:
-            self.connection.execute(insert(Prompt.__table__), [dict(zip(_COLUMNS, row)) for row in rows])
+            self.connection.execute(insert(Prompt.__table__), [dict(zip(_COLUMNS, row, strict=False)) for row in rows])
 
     def __exit__(self, exc_type, exc, tb) -> None:
         if self._copy_cm is not None:

@@ -5,13 +5,14 @@ import math
 from sqlmodel import Session, select
 
 from backend.errors import AppError, not_found
+from backend.jobs.schemas import JobRead
 from backend.jobs.service import create_job
 from backend.jobs.tables import Job
 from backend.models_catalog import check_model
 from backend.pools.tables import Pool, Prompt
 from backend.probes.schemas import ProbeCreate, ProbeRead, PromptSamples
 from backend.probes.tables import Probe, ProbeShard, PromptScore, Sample
-from backend.jobs.schemas import JobRead
+from worker.prompting import check_template
 
 LIMITS = {"k": (1, 64), "temperature": (0.0, 2.0), "max_new_tokens": (1, 4096)}
 
@@ -21,9 +22,10 @@ def check_probe_settings(body: ProbeCreate) -> None:
                 for name, (lo, hi) in LIMITS.items() if not lo <= getattr(body, name) <= hi]
     if body.seed < 0:
         problems.append(f"seed must be 0 or more (got {body.seed})")
-    if body.template is not None and "{prompt}" not in body.template:
-        problems.append("template must contain {prompt} where the question goes (or leave it empty for the "
-                        "model's chat template)")
+    try:
+        body.template = check_template(body.template)
+    except ValueError as exc:
+        problems.append(str(exc).rstrip("."))
     if problems:
         raise AppError(422, "; ".join(problems) + ".")
 

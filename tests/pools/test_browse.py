@@ -15,11 +15,12 @@ def demo_pool(client) -> dict:
 
 def add_probe(pool_id: int, status: str, difficulties: dict[int, float]) -> int:
     """A probe of the pool with a job in `status` and scores for the prompts at the given positions."""
+    from sqlmodel import select
+
     from backend.database import session_scope
     from backend.jobs.tables import Job
     from backend.pools.tables import Prompt
     from backend.probes.tables import Probe, PromptScore
-    from sqlmodel import select
 
     with session_scope() as session:
         job = Job(kind="probe", status=status)

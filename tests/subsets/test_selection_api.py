@@ -109,7 +109,7 @@ def test_base_wrong_takes_all_when_fewer_and_warns(client, probed_pool):
     preview = response.json()
     assert preview["n"] == wrong and f"Only {wrong} prompts qualify" in preview["warning"]
     picked = {p["id"] for p in preview["prompts"]}
-    assert all(bw for pid, bw in zip(probed_pool.prompt_ids, probed_pool.base_wrong) if pid in picked)
+    assert all(bw for pid, bw in zip(probed_pool.prompt_ids, probed_pool.base_wrong, strict=False) if pid in picked)
 
 
 def test_label_free_probe_has_no_pass_rates(client, service_env):

@@ -92,3 +92,15 @@ def test_derived_seeds_are_stable_and_distinct():
     assert derive_seed(0, 0) == derive_seed(0, 0)
     assert len({derive_seed(s, p) for s in range(5) for p in range(0, 500, 16)}) == 5 * 32
     assert all(0 <= derive_seed(s, 3) < 2**31 for s in range(100))
+
+
+def test_get_engine_keeps_one_model_at_a_time(tiny_artifacts, use_artifacts):
+    from worker.engines import _engines, clear_engine_cache, get_engine
+
+    use_artifacts(tiny_artifacts)
+    clear_engine_cache()
+    first = get_engine(TINY_MODEL)
+    other = get_engine(str(tiny_artifacts / "models" / TINY_MODEL))  # a second model, by path
+    assert other is not first and list(_engines.values()) == [other]
+    clear_engine_cache()
+    assert not _engines

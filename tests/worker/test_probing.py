@@ -121,7 +121,7 @@ def test_label_free_pool_is_scored_by_agreement(tiny_engine):
     from backend.probes.tables import Probe, PromptScore, Sample
     from worker.probing import run_probe
 
-    probe_id, job_id = make_probe(make_pool(3, has_answers=False), shard_size=8, k=2)
+    probe_id, _job_id = make_probe(make_pool(3, has_answers=False), shard_size=8, k=2)
     with session_scope() as session:
         assert session.get(Probe, probe_id).label_free
     assert run_probe(probe_id, engine=tiny_engine) == "succeeded"
@@ -137,7 +137,7 @@ def test_label_free_pool_is_scored_by_agreement(tiny_engine):
 def test_custom_template_reaches_the_model(tiny_engine):
     from worker.probing import run_probe
 
-    probe_id, job_id = make_probe(make_pool(2), shard_size=2, k=1, template="Q: {prompt}\nA: \\boxed{")
+    probe_id, _job_id = make_probe(make_pool(2), shard_size=2, k=1, template="Q: {prompt}\nA: \\boxed{")
     assert run_probe(probe_id, engine=tiny_engine) == "succeeded"
     assert counts(probe_id) == (2, 2)
 
@@ -293,7 +293,7 @@ def test_nul_bytes_in_completions_are_stored(service_tiny_model):
         def generate(self, prompts, **settings):
             return [[text + "\x00 \\boxed{18}" for text in outs] for outs in super().generate(prompts, **settings)]
 
-    probe_id, job_id = make_probe(make_pool(1), shard_size=1, k=2)
+    probe_id, _job_id = make_probe(make_pool(1), shard_size=1, k=2)
     assert run_probe(probe_id, engine=NulEngine(TINY_MODEL, device="cpu")) == "succeeded"
     with session_scope() as session:
         samples = session.exec(select(Sample).where(Sample.probe_id == probe_id)).all()

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import sys
 import threading
 
 from worker.engines.base import GenerationEngine, derive_seed
 
-__all__ = ["GenerationEngine", "derive_seed", "get_engine", "vllm_usable", "clear_engine_cache"]
+__all__ = ["GenerationEngine", "clear_engine_cache", "derive_seed", "get_engine", "vllm_usable"]
 
 _engines: dict[tuple[str, str], GenerationEngine] = {}
 _lock = threading.Lock()
@@ -23,19 +24,24 @@ def vllm_usable() -> bool:
         if not torch.cuda.is_available():
             return False
         import vllm  # noqa: F401
-    except Exception:  # noqa: BLE001 - a broken install is the same as none
+    except Exception:
         return False
     return True
 
 
 def get_engine(model_name: str) -> GenerationEngine:
-    """The engine for ``model_name``, created once per process (model loading is the slow part)."""
+    """The engine for ``model_name``, created once per process (model loading is the slow part).
+
+    One engine is kept at a time: asking for another model releases the previous one first, so a
+    GPU worker that probes several models in turn does not run out of memory.
+    """
     from backend.settings import get_settings
 
     key = (model_name, str(get_settings().artifacts))
     with _lock:
         engine = _engines.get(key)
         if engine is None:
+            _release_all()
             if vllm_usable():
                 from worker.engines.vllm_engine import VLLMEngine
 
@@ -48,6 +54,21 @@ def get_engine(model_name: str) -> GenerationEngine:
         return engine
 
 
+def _release_all() -> None:
+    if not _engines:
+        return
+    import gc
+
+    from worker.model_store import clear_model_cache
+
+    _engines.clear()
+    clear_model_cache()
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
 def clear_engine_cache() -> None:
     with _lock:
-        _engines.clear()
+        _release_all()
