@@ -29,8 +29,9 @@ class ProbeScores:
         return len(self.prompt_ids)
 
 
+# No ORDER BY: numpy sorts the ids faster than Postgres does (the order only has to be deterministic).
 _QUERY = ("SELECT prompt_id, difficulty, coalesce(pass_rate, 'NaN'), base_wrong FROM prompt_score "
-          "WHERE probe_id = {probe_id} ORDER BY prompt_id")
+          "WHERE probe_id = {probe_id}")
 
 # COPY BINARY rows of (int8, float8, float8, bool): a field count, then (length, value) per field.
 _ROW = np.dtype([("n", ">i2"), ("l1", ">i4"), ("id", ">i8"), ("l2", ">i4"), ("difficulty", ">f8"),
@@ -46,17 +47,20 @@ def _read_postgres(session: Session, probe_id: int) -> ProbeScores:
         for chunk in copy:
             buffer += chunk
     rows = np.frombuffer(memoryview(buffer)[_HEADER:len(buffer) - 2], dtype=_ROW)
-    return ProbeScores(rows["id"].astype(np.int64), rows["difficulty"].astype(np.float64),
-                       rows["pass_rate"].astype(np.float64), rows["base_wrong"].astype(bool))
+    return _in_id_order(rows["id"], rows["difficulty"], rows["pass_rate"], rows["base_wrong"])
+
+
+def _in_id_order(ids, difficulty, pass_rate, base_wrong) -> ProbeScores:
+    order = np.argsort(ids, kind="stable")
+    return ProbeScores(np.asarray(ids, np.int64)[order], np.asarray(difficulty, np.float64)[order],
+                       np.asarray(pass_rate, np.float64)[order], np.asarray(base_wrong, bool)[order])
 
 
 def _read_generic(session: Session, probe_id: int) -> ProbeScores:
     rows = session.connection().execute(text(_QUERY.format(probe_id=int(probe_id)))).all()
     if not rows:
         return ProbeScores(np.empty(0, np.int64), np.empty(0), np.empty(0), np.empty(0, bool))
-    ids, difficulty, pass_rate, base_wrong = zip(*rows, strict=True)
-    return ProbeScores(np.asarray(ids, np.int64), np.asarray(difficulty, np.float64),
-                       np.asarray(pass_rate, np.float64), np.asarray(base_wrong, bool))
+    return _in_id_order(*zip(*rows, strict=True))
 
 
 def load_scores(session: Session, probe_id: int) -> ProbeScores:
