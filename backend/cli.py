@@ -88,6 +88,9 @@ def serve(
     settings = get_settings()
     _prepare()
     worker_proc = None
+    # uvicorn re-raises SIGTERM after its graceful shutdown; turn it into an exit so the
+    # `finally` below still stops the worker instead of orphaning it.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if worker:
         # One process, one task at a time: the embedded default runs on one CPU model instance.
         worker_proc = subprocess.Popen([sys.executable, *WORKER_ARGS, "--pool=solo"])

@@ -69,11 +69,19 @@ def test_serve_on_sqlite_runs_the_whole_flow(tmp_path):
         assert csv_text.splitlines()[0].startswith("prompt,answer,id,difficulty")
         assert len(csv_text.strip().splitlines()) == 21
     finally:
+        children = subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True, text=True,
+                                  check=False).stdout.split()
         server.terminate()
         try:
             server.wait(timeout=60)
         except subprocess.TimeoutExpired:
             server.kill()
+    # Stopping serve stops its local worker too (no orphaned worker left consuming the broker).
+    assert children, "serve should have started a local worker process"
+    deadline = time.monotonic() + 60
+    while any(os.path.exists(f"/proc/{pid}") for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not any(os.path.exists(f"/proc/{pid}") for pid in children), "the local worker outlived serve"
 
     # A later start does not mint a second admin token; the CLI works on the same embedded database.
     again = subprocess.run([sys.executable, "-m", "backend.cli", "demo"], cwd=ROOT, env=env,
