@@ -204,7 +204,11 @@ def test_probe_plan_freeze_export(page: Page, server: str, worker, tmp_path: Pat
     page.wait_for_url(f"**/#/planner/{probe['id']}")
     page.select_option("#planner-strategy", "hard")
     page.select_option("#budget-kind", "count")
-    with page.expect_response(lambda r: r.url.endswith("/api/selections/preview") and r.status == 200) as previewed:
+    def preview_of_five(response) -> bool:  # not an earlier, still in-flight preview of the default budget
+        return (response.url.endswith("/api/selections/preview") and response.status == 200
+                and response.request.post_data_json["budget"]["value"] == 5)
+
+    with page.expect_response(preview_of_five) as previewed:
         page.fill("#budget-value", "5")
     preview = previewed.value.json()
     expect(page.locator("#n-picked")).to_have_text("5")
