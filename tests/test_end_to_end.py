@@ -84,3 +84,27 @@ def test_probe_bad_settings_are_422(client):
     assert template.status_code == 422 and "{prompt}" in template.json()["detail"]
     missing = client.post("/api/probes", json={"pool_id": 10**9})
     assert missing.status_code == 404
+
+
+def test_default_model_probes_real_gsm8k_prompts_through_the_worker(client, worker):
+    """The embedded default model, for real, on three GSM8K test questions."""
+    from tests.conftest import DATASETS
+
+    lines = (DATASETS / "gsm8k" / "test.jsonl").read_text().splitlines()[:3]
+    upload = client.post("/api/pools", data={"preset": "gsm8k", "name": "gsm8k-3"},
+                         files={"file": ("gsm8k.jsonl", "\n".join(lines).encode(), "application/jsonl")})
+    assert upload.status_code == 201, upload.text
+    pool = upload.json()
+    probe = client.post("/api/probes", json={"pool_id": pool["id"], "k": 2, "max_new_tokens": 96}).json()
+    assert probe["model"] == "SmolLM2-135M-Instruct"
+    job = wait_for_job(client, probe["job_id"], timeout=900)
+    assert job["status"] == "succeeded", job
+    page = client.get(f"/api/pools/{pool['id']}/prompts?order=position").json()
+    for item in page["items"]:
+        detail = client.get(f"/api/probes/{probe['id']}/prompts/{item['id']}/samples").json()
+        assert len(detail["samples"]) == 2 and all(s["completion"].strip() for s in detail["samples"])
+        assert all(s["correct"] in (True, False) for s in detail["samples"])
+        # The model's text went through the grader: a correct sample's answer equals the gold number.
+        for sample in detail["samples"]:
+            assert sample["correct"] == (sample["extracted_answer"] == detail["prompt"]["gold"])
+        assert detail["score"]["pass_rate"] == sum(s["correct"] for s in detail["samples"]) / 2
