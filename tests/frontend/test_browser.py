@@ -7,6 +7,7 @@ Screenshots of the pool and planner pages go to /tmp/budgetlab-*.png for a human
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -179,7 +180,7 @@ def test_probe_plan_freeze_export(page: Page, server: str, worker, tmp_path: Pat
     assert rows.count() == min(50, pool["prompt_count"])
     # Scored rows show a pass rate with its Wilson interval: "0.25 [0.07, 0.59]"
     expect(page.locator("#prompt-table tbody tr td.wilson").first).to_have_text(
-        __import__("re").compile(r"^\d\.\d\d \[\d\.\d\d, \d\.\d\d\]$"))
+        re.compile(r"^\d\.\d\d \[\d\.\d\d, \d\.\d\d\]$"))
 
     # Sorting by difficulty flips the order
     expect(page.locator("#sort-difficulty")).to_have_attribute("aria-sort", "descending")
@@ -197,6 +198,8 @@ def test_probe_plan_freeze_export(page: Page, server: str, worker, tmp_path: Pat
     expect(drawer).to_be_hidden()
 
     page.evaluate("window.scrollTo(0, 0)")
+    expect(page.locator("#job-status")).to_contain_text("samples/s")
+    page.screenshot(path="/tmp/budgetlab-pool-top.png")
     page.screenshot(path="/tmp/budgetlab-pool.png", full_page=True)
 
     # Budget planner
@@ -212,7 +215,7 @@ def test_probe_plan_freeze_export(page: Page, server: str, worker, tmp_path: Pat
         page.fill("#budget-value", "5")
     preview = previewed.value.json()
     expect(page.locator("#n-picked")).to_have_text("5")
-    expect(page.locator("#predicted-share")).to_have_text(__import__("re").compile(r"^\d+\.\d%$"))
+    expect(page.locator("#predicted-share")).to_have_text(re.compile(r"^\d+\.\d%$"))
     expect(page.locator("#strategy-comparison tbody tr")).to_have_count(7)
     expect(page.locator("#selection-histogram svg.main-svg").first).to_be_visible()
     expect(page.locator("#picked-prompts tbody tr")).to_have_count(len(preview["prompts"]))
@@ -256,7 +259,8 @@ def upload_evil_pool(page: Page) -> dict:
     rows = [{"prompt": f"What is 2+2? {XSS}", "answer": "4"},
             {"prompt": "<script>window.pwned = 1</script> and 3+3?", "answer": f"6 {XSS}"}]
     payload = "".join(json.dumps(row) + "\n" for row in rows).encode()
-    page.set_input_files("#upload-file", files=[{"name": "evil.jsonl", "mimeType": "application/jsonl", "buffer": payload}])
+    page.set_input_files("#upload-file",
+                         files=[{"name": "evil.jsonl", "mimeType": "application/jsonl", "buffer": payload}])
     page.fill("#upload-name", f"evil {XSS}")
     page.fill("#upload-answer-field", "answer")
     with page.expect_response(lambda r: r.url.endswith("/api/pools") and r.request.method == "POST") as uploaded:

@@ -129,6 +129,9 @@ export async function renderPlanner(ctx, probeId) {
   }
   const schedule = debounce(preview, 250);
   ctx.onCleanup(schedule.cancel);
+  let touched = false;  // once the user edits, loading finishing late must not overwrite their input
+  form.addEventListener("input", () => { touched = true; });
+  form.addEventListener("change", () => { touched = true; });
   form.addEventListener("input", schedule);
   form.addEventListener("change", schedule);
   form.addEventListener("submit", (e) => { e.preventDefault(); schedule(); });
@@ -293,13 +296,13 @@ export async function renderPlanner(ctx, probeId) {
       document.getElementById("planner-facts").append(fact("Pool", `${state.pool.name} · ${fmt.int(state.pool.prompt_count)} prompts`));
       if (state.pool.prompt_count) {
         DEFAULTS.count = String(Math.max(1, Math.round(state.pool.prompt_count * 0.1)));
-        if (kind.value === "count") value.value = DEFAULTS.count;
+        if (kind.value === "count" && !touched) value.value = DEFAULTS.count;
       }
     } catch (err) {
       reportError(err);
     }
   }
-  preview();
+  if (!touched) preview();  // otherwise the user's edit already scheduled one
   loadSubsets();
 }
 

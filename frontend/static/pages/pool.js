@@ -96,7 +96,7 @@ export async function renderPool(ctx, poolId) {
       fact("Prompts", fmt.int(pool.prompt_count)),
       fact("Task type", pool.task_type || "–"),
       fact("Answers", pool.has_answers ? "gold answers" : "none (label-free)"),
-      fact("Source", pool.source_filename || "–"),
+      fact("Source", pool.source_filename || pool.source_format || "–"),
       fact("Created", fmt.date(pool.created_at)));
     banner.hidden = Boolean(pool.has_answers);
   }
@@ -172,9 +172,23 @@ export async function renderPool(ctx, poolId) {
         state.pollTimer = setTimeout(() => pollJob(), 1000);
       } else if (job.status === "succeeded") {
         if (state.scoredProbeId !== probe.id) showScores(probe);
+        refreshProbe(probe);
       } else {
         showScores(null);
       }
+    } catch (err) {
+      reportError(err);
+    }
+  }
+
+  // The probe row learns its final rate (samples/s) when its job ends: fetch it once more.
+  async function refreshProbe(probe) {
+    if (probe.samples_per_second != null || probe.refreshed) return;
+    probe.refreshed = true;
+    try {
+      const fresh = await api(`/api/probes/${probe.id}`);
+      Object.assign(probe, fresh, { job: state.job || fresh.job });
+      if (ctx.alive && state.probe === probe && state.job) renderJob(probe, state.job);
     } catch (err) {
       reportError(err);
     }
@@ -429,7 +443,8 @@ export async function renderPool(ctx, poolId) {
               h("div", { class: "sample-head" },
                 h("span", { class: `mark mark-${kind}`, "aria-label": kind === "ok" ? "correct" : kind === "bad" ? "wrong" : "not graded" }, mark),
                 h("span", { class: "muted" }, `Sample ${x.sample_index}`),
-                h("span", { class: "sample-answer" }, "extracted: ", h("code", null, x.extracted_answer ?? "none"))),
+                h("span", { class: "sample-answer" }, "extracted: ",
+                  x.extracted_answer != null ? h("code", null, x.extracted_answer) : h("em", null, "no answer found"))),
               h("pre", { class: "text-block completion" }, x.completion ?? ""));
           }))));
   }

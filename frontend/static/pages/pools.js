@@ -48,7 +48,7 @@ export function renderPools(ctx) {
         h("td", null, badge(pool.task_type || "–")),
         h("td", null, pool.has_answers ? badge("gold answers", "ok") : badge("label-free", "warn")),
         h("td", { class: "num" }, fmt.int(pool.prompt_count)),
-        h("td", { class: "muted" }, pool.source_filename || "–"),
+        h("td", { class: "muted" }, pool.source_filename || pool.source_format || "–"),
         h("td", { class: "muted nowrap" }, fmt.date(pool.created_at)),
         h("td", { class: "right" }, h("button", {
           type: "button", class: "btn btn-ghost btn-small btn-danger", "data-testid": `delete-pool-${pool.id}`,
