@@ -2,7 +2,7 @@
 them with Plotly.newPlot, and building dicts avoids plotly.py's validation cost on hot paths."""
 
 METRIC_TITLES = {"pass_rate": "pass rate", "agreement": "answer agreement"}
-_LAYOUT = {"margin": {"l": 50, "r": 20, "t": 40, "b": 45}, "bargap": 0.05, "template": "plotly_white",
+_LAYOUT = {"margin": {"l": 50, "r": 20, "t": 40, "b": 45}, "bargap": 0.05,
            "height": 320}
 
 
