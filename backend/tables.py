@@ -6,9 +6,10 @@ from backend.auth.tables import ApiToken
 from backend.jobs.tables import Job, JobEvent
 from backend.pools.tables import Pool, Prompt
 from backend.probes.tables import Probe, ProbeShard, PromptScore, Sample
+from backend.runs.tables import Run, RunMetric
 from backend.subsets.tables import Subset, SubsetMember
 
 metadata = SQLModel.metadata
 
-__all__ = ["ApiToken", "Job", "JobEvent", "Pool", "Prompt", "Probe", "ProbeShard", "PromptScore", "Sample",
-           "Subset", "SubsetMember", "metadata"]
+__all__ = ["ApiToken", "Job", "JobEvent", "Pool", "Prompt", "Probe", "ProbeShard", "PromptScore", "Run", "RunMetric",
+           "Sample", "Subset", "SubsetMember", "metadata"]

@@ -16,14 +16,14 @@ def get_celery() -> Celery:
     settings = get_settings()
     if settings.is_sqlite or settings.celery_broker_url.startswith("sqla+sqlite"):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-    app = Celery("budgetlab", broker=settings.celery_broker_url, include=["worker.tasks"])
+    app = Celery("budgetlab", broker=settings.celery_broker_url, include=["worker.tasks", "worker.training_task"])
     app.conf.update(
         task_ignore_result=True,  # the database is the ledger; Celery results are not used
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         task_default_queue="cpu",
-        task_routes={PROBE_SHARD_TASK: {"queue": "gpu"}},
+        task_routes={PROBE_SHARD_TASK: {"queue": "gpu"}, "budgetlab.train_run": {"queue": "gpu"}},
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
     )

@@ -1,0 +1,127 @@
+"""Training settings: defaults, bounds, presets and TRL's rules, checked before a run is submitted.
+
+Pure: no torch, no TRL import, so the API validates a run without the ML stack. The batch rules
+mirror trl 1.x ``GRPOConfig.__post_init__`` and ``GRPOTrainer.__init__``:
+
+- ``num_generations >= 2`` (advantages need a group);
+- the generation batch must hold whole prompt groups: ``generation_batch_size % num_generations == 0``.
+  We train with ``per_device_train_batch_size = prompts_per_step * num_generations`` completions,
+  one gradient step per generation batch, so the generation batch is that product;
+- ``lm_head`` may not carry a LoRA adapter (its weight is used directly for log-probabilities).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from backend.settings import DEFAULT_MODEL
+
+
+class TrainingSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(DEFAULT_MODEL, description="Model to train (a listed model or a checkpoint directory)")
+    lora_rank: int = Field(32, ge=1, le=512, description="LoRA rank r")
+    lora_alpha: int = Field(32, ge=1, le=1024, description="LoRA alpha")
+    lora_target_modules: str | list[str] = Field(
+        "all-linear", description='"all-linear" or a list of module names (never lm_head)')
+    learning_rate: float = Field(5e-6, gt=0, le=1e-2)
+    max_steps: int = Field(1000, ge=1, le=100_000, description="Optimizer steps")
+    num_generations: int = Field(8, ge=2, le=64, description="Group size G: completions per prompt")
+    prompts_per_step: int = Field(1, ge=1, le=256, description="Prompts per optimizer step")
+    max_completion_length: int = Field(250, ge=1, le=8192, description="New tokens per completion")
+    temperature: float = Field(1.0, gt=0, le=2.0)
+    beta: float = Field(0.0, ge=0, le=1.0, description="KL coefficient (0: no reference model)")
+    seed: int = Field(0, ge=0, le=2**31 - 1)
+    eval_every: int = Field(0, ge=0, le=100_000, description="Evaluate every N steps (0: never)")
+    eval_pool_id: int | None = Field(None, description="Held-out pool for evaluation")
+    eval_samples: int = Field(100, ge=1, le=100_000, description="Prompts of the eval pool used")
+
+    @property
+    def generation_batch_size(self) -> int:
+        return self.prompts_per_step * self.num_generations
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # Hard Examples Are All You Need: LoRA r=32 on all linear layers, lr 5e-6, G=8, 250 tokens, 1000 steps.
+    "paper": {"lora_rank": 32, "lora_alpha": 32, "lora_target_modules": "all-linear", "learning_rate": 5e-6,
+              "num_generations": 8, "prompts_per_step": 1, "max_completion_length": 250, "temperature": 1.0,
+              "max_steps": 1000, "beta": 0.0},
+    # The default 135M model, a few dozen steps in minutes on a laptop CPU.
+    "quick_cpu": {"model": DEFAULT_MODEL, "lora_rank": 8, "lora_alpha": 16, "lora_target_modules": "all-linear",
+                  "learning_rate": 1e-4, "num_generations": 4, "prompts_per_step": 1,
+                  "max_completion_length": 48, "temperature": 1.0, "max_steps": 30, "beta": 0.0,
+                  "eval_every": 0},
+}
+
+
+def preset(name: str, **overrides: Any) -> TrainingSettings:
+    if name not in PRESETS:
+        raise KeyError(f"unknown preset {name!r}; use one of {', '.join(PRESETS)}")
+    return TrainingSettings(**{**PRESETS[name], **overrides})
+
+
+def _bound_words(error: dict) -> str:
+    field = ".".join(str(part) for part in error["loc"]) or "settings"
+    ctx = error.get("ctx") or {}
+    kind = error["type"]
+    if field in TrainingSettings.model_fields:
+        info = TrainingSettings.model_fields[field]
+        lows = [m for m in info.metadata if hasattr(m, "ge") or hasattr(m, "gt")]
+        highs = [m for m in info.metadata if hasattr(m, "le") or hasattr(m, "lt")]
+        if kind in {"greater_than_equal", "greater_than", "less_than_equal", "less_than"}:
+            low = next((f"{'>' if hasattr(m, 'gt') else '≥'} {getattr(m, 'gt', getattr(m, 'ge', None))}"
+                        for m in lows), None)
+            high = next((f"≤ {getattr(m, 'le', getattr(m, 'lt', None))}" for m in highs), None)
+            allowed = " and ".join(filter(None, [low, high]))
+            return f"{field} = {error.get('input')!r} is out of range; allowed: {allowed}."
+    if kind == "extra_forbidden":
+        return f"{field} is not a training setting; known settings: {', '.join(TrainingSettings.model_fields)}."
+    return f"{field}: {error['msg']}" + (f" ({ctx})" if ctx and kind not in {"int_parsing", "float_parsing"} else "")
+
+
+def parse_training_settings(raw: dict[str, Any] | TrainingSettings) -> tuple[TrainingSettings | None, list[str]]:
+    """Validate field by field, then the cross-field rules. ``(settings, [])`` or ``(None, problems)``."""
+    if isinstance(raw, TrainingSettings):
+        settings = raw
+    else:
+        try:
+            settings = TrainingSettings(**raw)
+        except ValidationError as exc:
+            return None, [_bound_words(error) for error in exc.errors()]
+    problems = check_training_settings(settings)
+    return (None, problems) if problems else (settings, [])
+
+
+def check_training_settings(settings: TrainingSettings) -> list[str]:
+    """TRL's rules (and ours) in words; an empty list means the settings can be submitted."""
+    problems: list[str] = []
+    g = settings.num_generations
+    if g < 2:
+        problems.append(f"num_generations = {g}: GRPO needs at least 2 generations per prompt to compute "
+                        "advantages (the group's rewards must be compared).")
+    elif settings.generation_batch_size % g != 0:
+        problems.append(f"The generation batch (prompts_per_step × num_generations = "
+                        f"{settings.generation_batch_size}) must be divisible by num_generations ({g}): every "
+                        "prompt's group must be complete.")
+    targets = settings.lora_target_modules
+    if isinstance(targets, str):
+        if targets != "all-linear" and not targets.strip():
+            problems.append('lora_target_modules is empty; use "all-linear" or a list of module names.')
+        names = [targets]
+    else:
+        if not targets:
+            problems.append('lora_target_modules is empty; use "all-linear" or a list of module names.')
+        names = list(targets)
+    if "lm_head" in names:
+        problems.append("lora_target_modules may not include lm_head: TRL computes log-probabilities from "
+                        "lm_head.weight directly, so an adapter there would never train.")
+    if settings.eval_every > 0 and settings.eval_pool_id is None:
+        problems.append("eval_every is set but eval_pool_id is not: choose a held-out pool to evaluate on, "
+                        "or set eval_every to 0.")
+    if settings.eval_every > settings.max_steps:
+        problems.append(f"eval_every ({settings.eval_every}) is larger than max_steps ({settings.max_steps}); "
+                        "evaluation would only run at step 0.")
+    return problems

@@ -1,0 +1,185 @@
+"""Training overhead of our metrics path: plain GRPOTrainer vs GRPOTrainer + MetricsCallback.
+
+What it does:
+1. points the settings at a fresh SQLite database in a temp dir (or DATABASE_URL if set, e.g. Postgres),
+   migrates it (alembic upgrade head) and writes the rows a run needs (pool, probe, subset, job, run);
+2. builds the same GRPO trainer (TRL + PEFT LoRA, CPU, the correctness reward on a numeric pool,
+   the same seed, so both variants do the same work) twice per round: without callbacks, and with
+   ``MetricsCallback`` writing every logged value to ``run_metric`` and checking for cancellation;
+3. alternates the variants for --rounds rounds and reports the median wall time per step
+   (trainer.train() time / steps) of each, and the time spent inside the callback itself
+   (measured around ``on_log``), which is the overhead without the machine's noise.
+
+Usage:  .venv/bin/python bench/training_overhead.py [--model tiny-random-SmolLM2] [--steps 10] [--rounds 2]
+Target (issue): the callback adds ≤ 5 % to a training step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def setup_database(tmp: Path) -> None:
+    os.environ.setdefault("DATABASE_URL", f"sqlite:///{tmp / 'bench.db'}")
+    os.environ["BUDGETLAB_DATA_DIR"] = str(tmp)
+    os.environ.setdefault("BUDGETLAB_ARTIFACT_DIR", str(ROOT / "data" / "artifacts"))
+    from backend.migrate import upgrade_head
+    from backend.settings import get_settings
+
+    get_settings.cache_clear()
+    upgrade_head(get_settings().sqlalchemy_url)
+
+
+def make_run(settings: dict, prompts: int) -> int:
+    from sqlalchemy import insert
+    from sqlmodel import select
+
+    from backend.database import session_scope
+    from backend.jobs.service import transition
+    from backend.jobs.tables import JobStatus
+    from backend.pools.tables import Pool, Prompt
+    from backend.probes.tables import Probe, PromptScore
+    from backend.runs.service import create_run
+    from backend.subsets.tables import Subset, SubsetMember
+
+    with session_scope() as session:
+        pool = Pool(name="bench", task_type="numeric", has_answers=True, prompt_count=prompts)
+        session.add(pool)
+        session.flush()
+        session.execute(insert(Prompt), [{"pool_id": pool.id, "position": i, "external_id": f"q{i}",
+                                          "text": f"What is {i} + {i + 1}?", "answer": str(2 * i + 1),
+                                          "gold": str(2 * i + 1)} for i in range(prompts)])
+        ids = list(session.exec(select(Prompt.id).where(Prompt.pool_id == pool.id).order_by(Prompt.position)))
+        from backend.jobs.service import create_job
+
+        probe_job = create_job(session, "probe", total=prompts)
+        probe = Probe(pool_id=pool.id, job_id=probe_job.id, model=settings["model"], k=2, temperature=1.0,
+                      max_new_tokens=8, seed=0, label_free=False, shard_size=256, prompt_count=prompts)
+        session.add(probe)
+        session.flush()
+        session.execute(insert(PromptScore), [
+            {"probe_id": probe.id, "prompt_id": pid, "k": 2, "correct_count": 1, "pass_rate": 0.5,
+             "wilson_low": None, "wilson_high": None, "agreement": 0.5, "majority_answer": None,
+             "base_wrong": True, "difficulty": 0.5} for pid in ids])
+        transition(session, probe_job, JobStatus.running, "bench")
+        transition(session, probe_job, JobStatus.succeeded, "bench")
+        subset = Subset(name="bench", probe_id=probe.id, pool_id=pool.id, strategy="random", budget_kind="count",
+                        budget_value=prompts, n_requested=prompts, n=prompts, seed=0, group_size=2,
+                        predicted_learnable_share=0.5)
+        session.add(subset)
+        session.flush()
+        session.execute(insert(SubsetMember), [{"subset_id": subset.id, "rank": r, "prompt_id": pid}
+                                               for r, pid in enumerate(ids)])
+        run = create_run(session, subset.id, settings)
+        return run.id
+
+
+class TimedCallback:
+    """Wraps MetricsCallback.on_log to add up the time spent in it."""
+
+    def __init__(self, callback):
+        self.callback = callback
+        self.seconds = 0.0
+        self.calls = 0
+        original = callback.on_log
+
+        def timed(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.seconds += time.perf_counter() - started
+                self.calls += 1
+
+        callback.on_log = timed
+
+
+def train_once(work, with_callback: bool) -> tuple[float, float, int]:
+    """(seconds per step, callback seconds per step, metric rows written)."""
+    from sqlalchemy import func
+    from sqlmodel import select
+
+    from backend.database import session_scope
+    from backend.runs.tables import RunMetric
+    from worker.metrics_callback import MetricsCallback
+    from worker.training import build_trainer
+
+    timed = None
+    callbacks = []
+    if with_callback:
+        timed = TimedCallback(MetricsCallback(work.run_id, work.job_id, work.settings.max_steps))
+        callbacks.append(timed.callback)
+    trainer = build_trainer(work, callbacks)
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # keep the console quiet in both variants
+    started = time.perf_counter()
+    trainer.train()
+    seconds = time.perf_counter() - started
+    steps = trainer.state.global_step
+    with session_scope() as session:
+        rows = session.exec(select(func.count()).select_from(RunMetric).where(RunMetric.run_id == work.run_id)).one()
+    return seconds / steps, (timed.seconds / steps if timed else 0.0), int(rows)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="tiny-random-SmolLM2")
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--prompts-per-step", type=int, default=2)
+    parser.add_argument("--generations", type=int, default=4)
+    parser.add_argument("--max-completion-length", type=int, default=16)
+    args = parser.parse_args()
+
+    import logging
+
+    logging.disable(logging.WARNING)
+    import torch
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    tmp = Path(tempfile.mkdtemp(prefix="budgetlab-train-bench-"))
+    setup_database(tmp)
+    settings = {"model": args.model, "lora_rank": 8, "lora_alpha": 16, "num_generations": args.generations,
+                "prompts_per_step": args.prompts_per_step, "max_completion_length": args.max_completion_length,
+                "max_steps": args.steps, "learning_rate": 1e-4, "seed": 0}
+    run_id = make_run(settings, prompts=32)
+
+    from worker.training import _start
+
+    work = _start(run_id)  # moves the job to running, reads the subset's rows
+    from backend.settings import get_settings
+
+    print(f"model {args.model}, {args.steps} steps × {args.prompts_per_step} prompts × G={args.generations}, "
+          f"{args.max_completion_length} new tokens, torch threads {torch.get_num_threads()}, "
+          f"database {get_settings().sqlalchemy_url.split(':')[0]}")
+    plain, with_cb, cb_time = [], [], []
+    for round_index in range(args.rounds):
+        for variant in (False, True):
+            per_step, callback_per_step, rows = train_once(work, variant)
+            (with_cb if variant else plain).append(per_step)
+            if variant:
+                cb_time.append(callback_per_step)
+            print(f"round {round_index + 1} {'callback' if variant else 'plain   '}: {per_step * 1000:8.1f} ms/step"
+                  + (f", callback {callback_per_step * 1000:.2f} ms/step, {rows} metric rows" if variant else ""))
+    plain_median = statistics.median(plain)
+    cb_median = statistics.median(with_cb)
+    callback_median = statistics.median(cb_time)
+    print(f"median plain:    {plain_median * 1000:.1f} ms/step")
+    print(f"median callback: {cb_median * 1000:.1f} ms/step  (wall-clock ratio {cb_median / plain_median:.3f})")
+    print(f"time inside the callback: {callback_median * 1000:.2f} ms/step = "
+          f"{100 * callback_median / plain_median:.2f} % of a plain step (target ≤ 5 %)")
+
+
+if __name__ == "__main__":
+    main()

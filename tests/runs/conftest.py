@@ -1,0 +1,20 @@
+"""A frozen subset of a probed pool (with or without answers), written straight to the database."""
+
+from sqlalchemy import insert
+
+from backend.database import session_scope
+from backend.subsets.tables import Subset, SubsetMember
+from tests.subsets.conftest import make_probed_pool
+
+
+def make_subset(size: int = 6, *, label_free: bool = False) -> int:
+    probed = make_probed_pool(size, label_free=label_free)
+    with session_scope() as session:
+        subset = Subset(name="train me", probe_id=probed.probe_id, pool_id=probed.pool_id, strategy="random",
+                        budget_kind="count", budget_value=size, n_requested=size, n=size, seed=0, group_size=2,
+                        predicted_learnable_share=0.5)
+        session.add(subset)
+        session.flush()
+        session.execute(insert(SubsetMember), [{"subset_id": subset.id, "rank": rank, "prompt_id": pid}
+                                               for rank, pid in enumerate(probed.prompt_ids)])
+        return subset.id

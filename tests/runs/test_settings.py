@@ -1,0 +1,72 @@
+"""Training settings: bounds, presets and TRL's batch rules, checked without the ML stack."""
+
+import pytest
+
+from backend.runs.settings import PRESETS, TrainingSettings, check_training_settings, parse_training_settings, preset
+
+
+def test_defaults_pass_the_rules():
+    assert check_training_settings(TrainingSettings()) == []
+
+
+def test_paper_preset_matches_the_paper():
+    paper = preset("paper")
+    assert (paper.lora_rank, paper.lora_alpha, paper.lora_target_modules) == (32, 32, "all-linear")
+    assert (paper.learning_rate, paper.num_generations, paper.max_completion_length) == (5e-6, 8, 250)
+    assert (paper.temperature, paper.max_steps) == (1.0, 1000)
+    assert check_training_settings(paper) == []
+
+
+def test_quick_cpu_preset_is_small_and_valid():
+    quick = preset("quick_cpu")
+    assert quick.max_steps <= 60 and quick.max_completion_length <= 64 and quick.generation_batch_size <= 8
+    assert check_training_settings(quick) == []
+    assert preset("quick_cpu", max_steps=5).max_steps == 5
+    with pytest.raises(KeyError):
+        preset("huge")
+
+
+def test_one_generation_is_refused_with_the_reason():
+    settings, problems = parse_training_settings({"num_generations": 1})
+    assert settings is None
+    assert problems == ["num_generations = 1 is out of range; allowed: ≥ 2 and ≤ 64."]
+    # the rule itself (as TRL words it), on settings built without field validation
+    [problem] = check_training_settings(TrainingSettings.model_construct(**{**TrainingSettings().model_dump(),
+                                                                             "num_generations": 1}))
+    assert "at least 2 generations" in problem
+
+
+def test_generation_batch_holds_whole_groups():
+    for prompts in (1, 2, 3, 7):
+        for g in (2, 3, 8):
+            settings = TrainingSettings(prompts_per_step=prompts, num_generations=g)
+            assert settings.generation_batch_size % g == 0
+            assert check_training_settings(settings) == []
+    broken = TrainingSettings.model_construct(**{**TrainingSettings().model_dump(), "num_generations": 4,
+                                                 "prompts_per_step": 1.5})
+    [problem] = check_training_settings(broken)
+    assert "must be divisible by num_generations (4)" in problem
+
+
+@pytest.mark.parametrize(("field", "value", "words"), [
+    ("lora_rank", 0, "lora_rank = 0 is out of range; allowed: ≥ 1 and ≤ 512."),
+    ("learning_rate", 0, "learning_rate = 0 is out of range; allowed: > 0 and ≤ 0.01."),
+    ("temperature", 5.0, "temperature = 5.0 is out of range; allowed: > 0 and ≤ 2.0."),
+    ("max_completion_length", 100_000, "max_completion_length = 100000 is out of range; allowed: ≥ 1 and ≤ 8192."),
+])
+def test_out_of_range_values_name_the_allowed_range(field, value, words):
+    settings, problems = parse_training_settings({field: value})
+    assert settings is None and problems == [words]
+
+
+def test_unknown_setting_and_lm_head_and_eval_rules():
+    assert "not a training setting" in parse_training_settings({"lr": 1})[1][0]
+    assert "lm_head" in parse_training_settings({"lora_target_modules": ["q_proj", "lm_head"]})[1][0]
+    assert "eval_pool_id" in parse_training_settings({"eval_every": 10})[1][0]
+    settings, problems = parse_training_settings({"lora_target_modules": ["q_proj", "v_proj"], "max_steps": 3})
+    assert problems == [] and settings.lora_target_modules == ["q_proj", "v_proj"]
+
+
+def test_presets_are_all_valid():
+    for name in PRESETS:
+        assert check_training_settings(preset(name)) == []

@@ -1,0 +1,340 @@
+"""The GRPO training job as a plain function: ``train_run(run_id)``, or ``python -m worker.training RUN_ID``.
+
+TRL's ``GRPOTrainer`` with a PEFT LoRA config and the binary correctness reward (the pool's grader:
+``extract_answer`` + ``is_correct`` against ``parse_gold``). ``MetricsCallback`` writes every logged
+value to ``run_metric`` as it arrives and stops cleanly on a cancel request. On success the LoRA
+adapter is saved under ``<artifacts>/runs/<id>/adapter``.
+
+Errors: a lost database connection or a CUDA out-of-memory raises ``TransientTrainingError`` only
+when asked (the Celery task retries it); by default an out-of-memory fails the run with advice on
+which settings to lower, and anything else fails it with a one-line message (traceback in the log).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from sqlmodel import Session, select
+
+from backend.curation.grading import TASK_TYPES, extract_answer, is_correct, parse_gold
+from backend.database import session_scope
+from backend.jobs.service import transition
+from backend.jobs.tables import FINISHED, Job, JobStatus
+from backend.pools.tables import Pool, Prompt
+from backend.runs.settings import TrainingSettings, check_training_settings
+from backend.runs.tables import Run, RunMetric
+from backend.settings import get_settings
+from backend.subsets.export import export_rows
+from backend.subsets.tables import Subset
+from worker.probing import describe, is_transient
+from worker.prompting import default_messages
+
+log = logging.getLogger(__name__)
+
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+CANCELLED = "cancelled"
+LIBRARIES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets")
+
+
+class TrainingFailure(RuntimeError):
+    """A final failure whose message is shown to the user as is."""
+
+
+class TransientTrainingError(RuntimeError):
+    """Worth retrying: the database went away, or the GPU ran out of memory."""
+
+
+@dataclass(frozen=True)
+class TrainingWork:
+    run_id: int
+    job_id: int
+    settings: TrainingSettings
+    task_type: str
+    rows: list[dict]
+    eval_task_type: str | None = None
+    eval_questions: tuple[str, ...] = ()
+    eval_golds: tuple[str, ...] = ()
+
+
+def run_dir(run_id: int) -> Path:
+    return get_settings().artifacts / "runs" / str(run_id)
+
+
+def library_versions() -> dict[str, str]:
+    found = {}
+    for name in LIBRARIES:
+        with contextlib.suppress(PackageNotFoundError):
+            found[name] = version(name)
+    return found
+
+
+# --- entry point -----------------------------------------------------------------------------------
+
+
+def train_run(run_id: int, *, raise_transient: bool = False) -> str:
+    """Train one run; returns the job's final status ("succeeded", "failed" or "cancelled")."""
+    try:
+        return _train(run_id)
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except Exception as exc:
+        if raise_transient and is_transient(exc) and not is_out_of_memory(exc):  # same settings, same OOM
+            raise TransientTrainingError(f"run {run_id}: {describe(exc)}") from exc
+        if isinstance(exc, TrainingFailure):
+            message = str(exc)
+        elif is_out_of_memory(exc):
+            message = ("Training ran out of memory. Lower prompts_per_step or max_completion_length (or "
+                       f"num_generations), or use a smaller model. ({describe(exc)})")
+        else:
+            from worker.model_store import ModelLoadError
+
+            message = str(exc) if isinstance(exc, ModelLoadError) else (
+                f"Training failed: {describe(exc).rstrip('.')}. See the worker log for the traceback.")
+            log.exception("run %s failed", run_id)
+        fail_run_job(run_id, message)
+        return FAILED
+
+
+def is_out_of_memory(exc: BaseException) -> bool:
+    torch = sys.modules.get("torch")
+    oom_type = getattr(torch, "OutOfMemoryError", None) if torch else None
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if oom_type is not None and isinstance(exc, oom_type):
+            return True
+        if isinstance(exc, (MemoryError,)) or (isinstance(exc, RuntimeError) and (
+                "out of memory" in str(exc).lower() or "can't allocate memory" in str(exc).lower())):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def fail_run_job(run_id: int, message: str) -> None:
+    try:
+        with session_scope() as session:
+            run = session.get(Run, run_id)
+            if run is None:
+                log.error("run %s does not exist: %s", run_id, message)
+                return
+            job = _locked_job(session, run.job_id)
+            if JobStatus(job.status) in FINISHED:
+                return
+            job.message = message[:1000]
+            transition(session, job, JobStatus.failed, message[:1000], error=message)
+    except Exception:
+        log.exception("could not mark run %s failed: %s", run_id, message)
+
+
+def _locked_job(session: Session, job_id: int) -> Job:
+    query = select(Job).where(Job.id == job_id).with_for_update().execution_options(populate_existing=True)
+    return session.exec(query).one()
+
+
+# --- steps -----------------------------------------------------------------------------------------
+
+
+def _start(run_id: int) -> TrainingWork | str:
+    with session_scope() as session:
+        run = session.get(Run, run_id)
+        if run is None:
+            raise TrainingFailure(f"Run {run_id} does not exist (deleted?); nothing to train.")
+        job = _locked_job(session, run.job_id)
+        status = JobStatus(job.status)
+        if status in FINISHED:
+            return job.status
+        if status == JobStatus.cancelling:
+            transition(session, job, JobStatus.cancelled, "cancel requested before training started")
+            return CANCELLED
+        if status == JobStatus.queued:
+            transition(session, job, JobStatus.running, "training started")
+        settings = TrainingSettings(**run.settings)
+        problems = check_training_settings(settings)
+        if problems:
+            raise TrainingFailure("Training settings rejected: " + " ".join(problems))
+        subset = session.get(Subset, run.subset_id)
+        pool = session.get(Pool, subset.pool_id) if subset else None
+        if subset is None or pool is None:
+            raise TrainingFailure(f"Run {run_id}'s subset no longer exists.")
+        if not pool.has_answers:
+            raise TrainingFailure(f"Subset {subset.id} comes from pool {pool.id}, which has no answers; the reward "
+                                  "grades completions against gold answers. Upload the pool with an answer column, "
+                                  "probe it, and freeze a new subset from that probe.")
+        if pool.task_type not in TASK_TYPES:
+            raise TrainingFailure(f"Pool {pool.id} has task type '{pool.task_type}', which cannot be graded; "
+                                  f"use one of {', '.join(TASK_TYPES)}.")
+        rows = [{"prompt": row["prompt"], "answer": row["answer"]}
+                for batch in export_rows(session, subset) for row in batch
+                if row["answer"] is not None and parse_gold(row["answer"], pool.task_type) is not None]
+        if not rows:
+            raise TrainingFailure(f"Subset {subset.id} has no prompt with a gradable answer; add answers to its "
+                                  "pool (an answer column on upload) and freeze the subset again.")
+        eval_task_type, eval_questions, eval_golds = None, (), ()
+        if settings.eval_pool_id is not None:
+            eval_pool = session.get(Pool, settings.eval_pool_id)
+            if eval_pool is None or not eval_pool.has_answers or eval_pool.task_type not in TASK_TYPES:
+                raise TrainingFailure(f"Evaluation pool {settings.eval_pool_id} is gone or has no gradable answers; "
+                                      "choose another held-out pool (or none) and launch the run again.")
+            eval_rows = session.exec(select(Prompt.text, Prompt.gold).where(Prompt.pool_id == eval_pool.id,
+                                                                            Prompt.gold.is_not(None))
+                                     .order_by(Prompt.position).limit(settings.eval_samples)).all()
+            eval_task_type = eval_pool.task_type
+            eval_questions = tuple(row[0] for row in eval_rows)
+            eval_golds = tuple(row[1] for row in eval_rows)
+        session.execute(RunMetric.__table__.delete().where(RunMetric.run_id == run_id))  # a retried run
+        job.progress_total = settings.max_steps
+        job.progress_done = 0
+        job.message = f"loading {settings.model}"
+        session.add(job)
+        return TrainingWork(run_id=run_id, job_id=run.job_id, settings=settings, task_type=pool.task_type,
+                            rows=rows, eval_task_type=eval_task_type, eval_questions=eval_questions,
+                            eval_golds=eval_golds)
+
+
+def correctness_reward_for(task_type: str):
+    """TRL reward function: 1.0 when the completion's extracted answer matches the gold answer."""
+
+    def correctness_reward(completions: list, answer: list[str], **_: Any) -> list[float]:
+        rewards = []
+        for completion, gold in zip(completions, answer, strict=True):
+            text = completion[-1]["content"] if isinstance(completion, list) else str(completion)
+            rewards.append(1.0 if is_correct(extract_answer(text, task_type), gold, task_type) else 0.0)
+        return rewards
+
+    return correctness_reward
+
+
+def build_dataset(rows: list[dict]):
+    from datasets import Dataset
+
+    return Dataset.from_list([{"prompt": default_messages(row["prompt"]), "answer": row["answer"]}
+                              for row in rows])
+
+
+def load_policy(model_name: str):
+    """(model, tokenizer) for training: float32 on the CPU, bfloat16 on a GPU that supports it."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from worker.model_store import ModelLoadError, ensure_checkpoint
+
+    checkpoint = ensure_checkpoint(model_name)
+    cuda = torch.cuda.is_available()
+    dtype = torch.bfloat16 if cuda and torch.cuda.is_bf16_supported() else torch.float32
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+        model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=dtype)
+    except Exception as exc:
+        raise ModelLoadError(f"Could not load model '{model_name}' from {checkpoint}: {describe(exc)}") from exc
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def grpo_config(settings: TrainingSettings, output_dir: Path):
+    import torch
+    from trl import GRPOConfig
+
+    cuda = torch.cuda.is_available()
+    return GRPOConfig(
+        output_dir=str(output_dir),
+        per_device_train_batch_size=settings.generation_batch_size,  # completions: prompts × G
+        gradient_accumulation_steps=1,
+        num_generations=settings.num_generations,
+        max_completion_length=settings.max_completion_length,
+        temperature=settings.temperature,
+        beta=settings.beta,
+        learning_rate=settings.learning_rate,
+        max_steps=settings.max_steps,
+        seed=settings.seed,
+        logging_steps=1,
+        report_to="none",
+        save_strategy="no",
+        use_cpu=not cuda,
+        bf16=cuda and torch.cuda.is_bf16_supported(),
+        gradient_checkpointing=cuda,  # on the CPU memory is plenty and recomputation only costs time
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+
+
+def lora_config(settings: TrainingSettings):
+    from peft import LoraConfig
+
+    return LoraConfig(r=settings.lora_rank, lora_alpha=settings.lora_alpha,
+                      target_modules=settings.lora_target_modules, lora_dropout=0.0, task_type="CAUSAL_LM")
+
+
+def build_trainer(work: TrainingWork, callbacks: list | None = None):
+    from trl import GRPOTrainer
+
+    model, tokenizer = load_policy(work.settings.model)
+    return GRPOTrainer(model=model, reward_funcs=[correctness_reward_for(work.task_type)],
+                       args=grpo_config(work.settings, run_dir(work.run_id) / "trainer"),
+                       train_dataset=build_dataset(work.rows), processing_class=tokenizer,
+                       peft_config=lora_config(work.settings), callbacks=callbacks or [])
+
+
+def _train(run_id: int) -> str:
+    from worker.metrics_callback import MetricsCallback
+
+    work = _start(run_id)
+    if isinstance(work, str):
+        return work
+    callback = MetricsCallback(run_id, work.job_id, work.settings.max_steps)
+    callbacks = [callback]
+    if work.eval_questions:
+        from worker.evaluation import EvaluationCallback
+
+        callbacks.append(EvaluationCallback(run_id, work.job_id, list(work.eval_questions), list(work.eval_golds),
+                                            work.eval_task_type, every=work.settings.eval_every,
+                                            max_new_tokens=work.settings.max_completion_length))
+    trainer = build_trainer(work, callbacks)
+    trainer.train()
+    with session_scope() as session:
+        job = _locked_job(session, work.job_id)
+        if callback.stopped_for_cancel or job.status == JobStatus.cancelled.value:
+            if JobStatus(job.status) not in FINISHED:
+                transition(session, job, JobStatus.cancelled,
+                           f"cancel requested; stopped after step {callback.last_step} of "
+                           f"{work.settings.max_steps} (metrics kept)")
+                job.message = f"cancelled after step {callback.last_step}/{work.settings.max_steps}"
+            return CANCELLED
+        if JobStatus(job.status) in FINISHED:
+            return job.status
+    adapter = run_dir(run_id) / "adapter"
+    trainer.model.save_pretrained(str(adapter))
+    with session_scope() as session:
+        run = session.get(Run, run_id)
+        run.adapter_path = str(adapter)
+        run.library_versions = library_versions()
+        session.add(run)
+        job = _locked_job(session, work.job_id)
+        if JobStatus(job.status) in FINISHED:
+            return job.status
+        job.progress_done = job.progress_total
+        job.message = f"trained {callback.last_step} steps; adapter saved"
+        transition(session, job, JobStatus.succeeded, f"trained {callback.last_step} steps")
+    return SUCCEEDED
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1 or not args[0].isdigit():
+        print("usage: python -m worker.training RUN_ID", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO)
+    outcome = train_run(int(args[0]))
+    print(outcome)
+    return 0 if outcome == SUCCEEDED else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
