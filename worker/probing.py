@@ -25,7 +25,7 @@ from sqlmodel import Session, select
 from backend.curation.grading import TASK_TYPES, extract_answer, is_correct
 from backend.curation.scores import score_prompt
 from backend.database import session_scope
-from backend.jobs.service import transition
+from backend.jobs.service import fail_unless_finished, lock_job, transition
 from backend.jobs.tables import FINISHED, Job, JobStatus
 from backend.pools.tables import Pool, Prompt
 from backend.probes.tables import Probe, ProbeShard, PromptScore, Sample
@@ -195,22 +195,12 @@ def fail_probe_job(probe_id: int, message: str) -> None:
             if probe is None:
                 log.error("probe %s does not exist: %s", probe_id, message)
                 return
-            job = _locked_job(session, probe.job_id)
-            if JobStatus(job.status) in FINISHED:
-                return
-            job.message = message
-            transition(session, job, JobStatus.failed, message, error=message)
+            fail_unless_finished(session, probe.job_id, message)
     except Exception:
         log.exception("could not mark the job of probe %s failed: %s", probe_id, message)
 
 
 # --- the shard -------------------------------------------------------------------------------------
-
-
-def _locked_job(session: Session, job_id: int) -> Job:
-    """The job row, locked until commit on Postgres (SQLite serialises writers anyway)."""
-    query = select(Job).where(Job.id == job_id).with_for_update().execution_options(populate_existing=True)
-    return session.exec(query).one()
 
 
 def _completed_prompts(session: Session, probe_id: int) -> int:
@@ -229,7 +219,7 @@ def _start(probe_id: int, shard_index: int) -> ShardWork | str:
             raise ProbeFailure(f"Probe {probe_id} has no shard {shard_index}.")
         if shard.completed_at is not None:
             return SKIPPED
-        job = _locked_job(session, probe.job_id)
+        job = lock_job(session, probe.job_id)
         status = JobStatus(job.status)
         if status in FINISHED:
             return CANCELLED
@@ -272,7 +262,7 @@ def _format_eta(seconds: float) -> str:
 def _report_progress(work: ShardWork, done: int, generation_seconds: float, wall_seconds: float) -> bool:
     """Check for a cancel request and write progress in one short transaction. False: stop now."""
     with session_scope() as session:
-        job = _locked_job(session, work.job_id)
+        job = lock_job(session, work.job_id)
         status = JobStatus(job.status)
         if status == JobStatus.cancelling:
             transition(session, job, JobStatus.cancelled,
@@ -340,7 +330,7 @@ def _commit_shard(work: ShardWork, samples: list[dict], scores: list[dict], seco
         session.flush()
         # Locked last (progress updates lock only the job), so two finishing shards serialise here
         # and exactly one of them sees every shard completed.
-        job = _locked_job(session, work.job_id)
+        job = lock_job(session, work.job_id)
         shards = list(session.exec(select(ProbeShard).where(ProbeShard.probe_id == work.probe_id)
                                    .execution_options(populate_existing=True)))
         status = JobStatus(job.status)

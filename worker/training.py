@@ -20,12 +20,12 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from sqlmodel import Session, select
+from sqlmodel import select
 
 from backend.curation.grading import TASK_TYPES, extract_answer, is_correct, parse_gold
 from backend.database import session_scope
-from backend.jobs.service import transition
-from backend.jobs.tables import FINISHED, Job, JobStatus
+from backend.jobs.service import fail_unless_finished, lock_job, transition
+from backend.jobs.tables import FINISHED, JobStatus
 from backend.pools.tables import Pool, Prompt
 from backend.runs.settings import TrainingSettings, check_training_settings
 from backend.runs.tables import Run, RunMetric
@@ -124,18 +124,9 @@ def fail_run_job(run_id: int, message: str) -> None:
             if run is None:
                 log.error("run %s does not exist: %s", run_id, message)
                 return
-            job = _locked_job(session, run.job_id)
-            if JobStatus(job.status) in FINISHED:
-                return
-            job.message = message[:1000]
-            transition(session, job, JobStatus.failed, message[:1000], error=message)
+            fail_unless_finished(session, run.job_id, message)
     except Exception:
         log.exception("could not mark run %s failed: %s", run_id, message)
-
-
-def _locked_job(session: Session, job_id: int) -> Job:
-    query = select(Job).where(Job.id == job_id).with_for_update().execution_options(populate_existing=True)
-    return session.exec(query).one()
 
 
 # --- steps -----------------------------------------------------------------------------------------
@@ -146,7 +137,7 @@ def _start(run_id: int) -> TrainingWork | str:
         run = session.get(Run, run_id)
         if run is None:
             raise TrainingFailure(f"Run {run_id} does not exist (deleted?); nothing to train.")
-        job = _locked_job(session, run.job_id)
+        job = lock_job(session, run.job_id)
         status = JobStatus(job.status)
         if status in FINISHED:
             return job.status
@@ -299,7 +290,7 @@ def _train(run_id: int) -> str:
     trainer = build_trainer(work, callbacks)
     trainer.train()
     with session_scope() as session:
-        job = _locked_job(session, work.job_id)
+        job = lock_job(session, work.job_id)
         if callback.stopped_for_cancel or job.status == JobStatus.cancelled.value:
             if JobStatus(job.status) not in FINISHED:
                 transition(session, job, JobStatus.cancelled,
@@ -316,7 +307,7 @@ def _train(run_id: int) -> str:
         run.adapter_path = str(adapter)
         run.library_versions = library_versions()
         session.add(run)
-        job = _locked_job(session, work.job_id)
+        job = lock_job(session, work.job_id)
         if JobStatus(job.status) in FINISHED:
             return job.status
         job.progress_done = job.progress_total

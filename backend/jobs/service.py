@@ -73,3 +73,18 @@ def request_cancel(session: Session, job: Job) -> Job:
 
 def events(session: Session, job_id: int) -> list[JobEvent]:
     return list(session.exec(select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.id)))
+
+
+def lock_job(session: Session, job_id: int) -> Job:
+    """The job row, fresh and locked until commit on Postgres (SQLite serialises writers anyway)."""
+    query = select(Job).where(Job.id == job_id).with_for_update().execution_options(populate_existing=True)
+    return session.exec(query).one()
+
+
+def fail_unless_finished(session: Session, job_id: int, message: str) -> None:
+    """Fail a job with a message a person can act on, unless it already ended."""
+    job = lock_job(session, job_id)
+    if JobStatus(job.status) in FINISHED:
+        return
+    job.message = message[:1000]
+    transition(session, job, S.failed, message[:1000], error=message)
