@@ -57,3 +57,13 @@ def get_session() -> Iterator[Session]:
 
 # scope="function": the commit happens before the response is sent, so a 201 means committed.
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
+
+
+def get_or_404(session: Session, table: type, ident: object):
+    """The row with this primary key, or the 404 that says how to list what exists."""
+    from backend.errors import not_found
+
+    row = session.get(table, ident)
+    if row is None:
+        raise not_found(table.__name__, ident)
+    return row

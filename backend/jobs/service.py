@@ -2,7 +2,8 @@
 
 from sqlmodel import Session, select
 
-from backend.errors import AppError, not_found
+from backend.database import get_or_404
+from backend.errors import AppError
 from backend.jobs.tables import FINISHED, Job, JobEvent, JobStatus
 from backend.timeutil import utcnow
 
@@ -53,10 +54,7 @@ def create_job(session: Session, kind: str, total: int = 0, message: str = "wait
 
 
 def get_job(session: Session, job_id: int) -> Job:
-    job = session.get(Job, job_id)
-    if job is None:
-        raise not_found("Job", job_id)
-    return job
+    return get_or_404(session, Job, job_id)
 
 
 def request_cancel(session: Session, job: Job) -> Job:

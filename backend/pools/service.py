@@ -20,6 +20,7 @@ from sqlalchemy import delete, insert
 from sqlmodel import Session, select
 
 from backend.curation.grading import TASK_TYPES, detect_task_type, parse_gold
+from backend.database import get_or_404
 from backend.errors import AppError, not_found
 from backend.jobs.tables import Job, JobStatus
 from backend.pools.demo import DEMO_POOL_NAME, demo_problems
@@ -247,10 +248,7 @@ def list_pools(session: Session) -> list[Pool]:
 
 
 def get_pool(session: Session, pool_id: int) -> Pool:
-    pool = session.get(Pool, pool_id)
-    if pool is None:
-        raise not_found("Pool", pool_id)
-    return pool
+    return get_or_404(session, Pool, pool_id)
 
 
 def latest_scored_probe_id(session: Session, pool_id: int) -> int | None:

@@ -4,7 +4,8 @@ import math
 
 from sqlmodel import Session, select
 
-from backend.errors import AppError, not_found
+from backend.database import get_or_404
+from backend.errors import AppError
 from backend.jobs.schemas import JobRead
 from backend.jobs.service import create_job
 from backend.jobs.tables import Job
@@ -34,9 +35,7 @@ def create_probe(session: Session, body: ProbeCreate, shard_size: int) -> Probe:
     """Write the probe, its job and its shards (status queued); the caller commits, then enqueues."""
     check_probe_settings(body)
     model = check_model(body.model)
-    pool = session.get(Pool, body.pool_id)
-    if pool is None:
-        raise not_found("Pool", body.pool_id)
+    pool = get_or_404(session, Pool, body.pool_id)
     if pool.prompt_count == 0:
         raise AppError(409, f"Pool {pool.id} has no prompts to probe; upload a file with prompts first.")
     job = create_job(session, "probe", total=pool.prompt_count)
@@ -58,10 +57,7 @@ def shard_indexes(session: Session, probe_id: int) -> list[int]:
 
 
 def get_probe(session: Session, probe_id: int) -> Probe:
-    probe = session.get(Probe, probe_id)
-    if probe is None:
-        raise not_found("Probe", probe_id)
-    return probe
+    return get_or_404(session, Probe, probe_id)
 
 
 def probe_read(session: Session, probe: Probe) -> ProbeRead:

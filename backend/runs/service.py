@@ -6,7 +6,8 @@ from typing import Any
 
 from sqlmodel import Session
 
-from backend.errors import AppError, not_found
+from backend.database import get_or_404
+from backend.errors import AppError
 from backend.jobs.service import create_job
 from backend.jobs.tables import Job
 from backend.models_catalog import check_model
@@ -21,9 +22,7 @@ TRAIN_JOB_KIND = "train"
 def create_run(session: Session, subset_id: int, settings: dict[str, Any] | TrainingSettings) -> Run:
     """A queued ``train`` job and its run. 404: no such subset; 409: the subset's pool has no answers
     (the reward needs them); 422: settings break a rule (said in words) or the model is unknown."""
-    subset = session.get(Subset, subset_id)
-    if subset is None:
-        raise not_found("Subset", subset_id)
+    subset = get_or_404(session, Subset, subset_id)
     pool = session.get(Pool, subset.pool_id)
     if pool is None or not pool.has_answers:
         raise AppError(409, f"Subset {subset_id} comes from a pool without answers; GRPO's reward grades "
@@ -34,9 +33,7 @@ def create_run(session: Session, subset_id: int, settings: dict[str, Any] | Trai
         raise AppError(422, "Training settings rejected: " + " ".join(problems), details={"problems": problems})
     check_model(parsed.model)
     if parsed.eval_pool_id is not None:
-        eval_pool = session.get(Pool, parsed.eval_pool_id)
-        if eval_pool is None:
-            raise not_found("Pool", parsed.eval_pool_id)
+        eval_pool = get_or_404(session, Pool, parsed.eval_pool_id)
         if not eval_pool.has_answers:
             raise AppError(422, f"Evaluation pool {eval_pool.id} has no answers; accuracy needs gold answers.")
     job = create_job(session, TRAIN_JOB_KIND, total=parsed.max_steps)
@@ -48,10 +45,7 @@ def create_run(session: Session, subset_id: int, settings: dict[str, Any] | Trai
 
 
 def get_run(session: Session, run_id: int) -> Run:
-    run = session.get(Run, run_id)
-    if run is None:
-        raise not_found("Run", run_id)
-    return run
+    return get_or_404(session, Run, run_id)
 
 
 def run_job(session: Session, run: Run) -> Job:

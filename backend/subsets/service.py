@@ -13,7 +13,8 @@ from backend.curation.budget import Budget, BudgetError, budget_to_count
 from backend.curation.forecast import compare_picks, predicted_learnable_share
 from backend.curation.histogram import histogram
 from backend.curation.strategies import Selector, StrategyError
-from backend.errors import AppError, not_found
+from backend.database import get_or_404
+from backend.errors import AppError
 from backend.pools.tables import Prompt
 from backend.probes.score_arrays import ProbeScores, load_scores
 from backend.probes.service import get_probe, require_finished
@@ -160,10 +161,7 @@ def freeze(session: Session, req: SubsetCreate) -> Subset:
 
 
 def get_subset(session: Session, subset_id: int) -> Subset:
-    subset = session.get(Subset, subset_id)
-    if subset is None:
-        raise not_found("Subset", subset_id)
-    return subset
+    return get_or_404(session, Subset, subset_id)
 
 
 def list_subsets(session: Session, probe_id: int | None) -> list[Subset]:
