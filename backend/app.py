@@ -14,10 +14,12 @@ FRONTEND = Path(__file__).resolve().parent.parent / "frontend"
 
 
 def create_app() -> FastAPI:
+    from backend.experiments.router import router as experiments_router
     from backend.jobs.router import router as jobs_router
     from backend.models_catalog import router as models_router
     from backend.pools.router import router as pools_router
     from backend.probes.router import router as probes_router
+    from backend.runs.router import router as runs_router
     from backend.subsets.router import router as subsets_router
 
     app = FastAPI(title="Budgetlab", version="0.1.0",
@@ -40,7 +42,8 @@ def create_app() -> FastAPI:
         return {"status": "ok"}
 
     protected = [Depends(current_token)]
-    for router in (pools_router, probes_router, jobs_router, subsets_router, models_router):
+    for router in (pools_router, probes_router, jobs_router, subsets_router, models_router, runs_router,
+                   experiments_router):
         app.include_router(router, prefix="/api", dependencies=protected)
 
     app.mount("/static", StaticFiles(directory=FRONTEND / "static"), name="static")

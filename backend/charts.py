@@ -42,3 +42,35 @@ def selection_histogram(edges: list[float], counts_all: list[int], counts_picked
                    "xaxis": {"title": {"text": title}, "range": [0, 1]},
                    "yaxis": {"title": {"text": "prompts"}}, "legend": {"orientation": "h", "y": -0.25}},
     }
+
+
+def line_chart(title: str, y_title: str, lines: list[tuple[str, list[int], list[float]]], *,
+               y_range: list[float] | None = None) -> dict:
+    """One line per (name, steps, values); the x axis is the training step."""
+    yaxis = {"title": {"text": y_title}, **({"range": y_range} if y_range else {})}
+    return {
+        "data": [{"type": "scatter", "mode": "lines+markers", "name": name, "x": steps, "y": values}
+                 for name, steps, values in lines if steps],
+        "layout": {**_LAYOUT, "title": {"text": title}, "xaxis": {"title": {"text": "step"}}, "yaxis": yaxis,
+                   "legend": {"orientation": "h", "y": -0.25}},
+    }
+
+
+def gain_scatter(points: list[dict], fit: dict) -> dict:
+    """Learnable % against accuracy gain, one marker per run, with the least-squares line and its R²."""
+    data = [{"type": "scatter", "mode": "markers+text", "name": "runs",
+             "x": [p["x"] for p in points], "y": [p["y"] for p in points],
+             "text": [p["label"] for p in points], "textposition": "top center",
+             "marker": {"size": 10, "color": "#4f6bed"},
+             "hovertemplate": "%{text}: learnable %{x:.1f}%, gain %{y:+.3f}<extra></extra>"}]
+    title = "Accuracy gain vs learnable %"
+    if fit.get("slope") is not None:
+        xs = [p["x"] for p in points]
+        ends = [min(xs), max(xs)]
+        data.append({"type": "scatter", "mode": "lines", "name": "least-squares fit", "x": ends,
+                     "y": [fit["intercept"] + fit["slope"] * x for x in ends], "line": {"color": "#e4572e"}})
+        if fit.get("r2") is not None:
+            title += f" (R² = {fit['r2']:.3f}, {fit['n_points']} runs)"
+    return {"data": data,
+            "layout": {**_LAYOUT, "title": {"text": title}, "xaxis": {"title": {"text": "learnable % of steps"}},
+                       "yaxis": {"title": {"text": "accuracy gain (final − base)"}}, "showlegend": False}}

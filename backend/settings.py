@@ -50,6 +50,14 @@ class Settings(BaseSettings):
     probe_shard_size: int = Field(
         256, validation_alias="BUDGETLAB_PROBE_SHARD_SIZE", description="Prompts per probe shard."
     )
+    heartbeat_seconds: float = Field(
+        30, gt=0, validation_alias="BUDGETLAB_HEARTBEAT_SECONDS",
+        description="How often a training worker writes its job's heartbeat.",
+    )
+    worker_lost_seconds: float = Field(
+        600, gt=0, validation_alias="BUDGETLAB_WORKER_LOST_SECONDS",
+        description="A running training job without a heartbeat for this long failed: its worker was lost.",
+    )
 
     @model_validator(mode="after")
     def _refuse_placeholder_secrets(self) -> "Settings":

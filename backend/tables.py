@@ -3,6 +3,7 @@
 from sqlmodel import SQLModel
 
 from backend.auth.tables import ApiToken
+from backend.experiments.tables import Experiment
 from backend.jobs.tables import Job, JobEvent
 from backend.pools.tables import Pool, Prompt
 from backend.probes.tables import Probe, ProbeShard, PromptScore, Sample
@@ -11,5 +12,5 @@ from backend.subsets.tables import Subset, SubsetMember
 
 metadata = SQLModel.metadata
 
-__all__ = ["ApiToken", "Job", "JobEvent", "Pool", "Prompt", "Probe", "ProbeShard", "PromptScore", "Run", "RunMetric",
-           "Sample", "Subset", "SubsetMember", "metadata"]
+__all__ = ["ApiToken", "Experiment", "Job", "JobEvent", "Pool", "Prompt", "Probe", "ProbeShard", "PromptScore", "Run",
+           "RunMetric", "Sample", "Subset", "SubsetMember", "metadata"]

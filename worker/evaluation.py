@@ -96,3 +96,77 @@ class EvaluationCallback(TrainerCallback):
         step = int(state.global_step)
         if self.every and step % self.every == 0 and step not in self.done_steps:
             self.evaluate(step, model, processing_class)
+
+    def on_train_end(self, args, state, control, model=None, processing_class=None, **kwargs):
+        # The final accuracy is measured on the final weights, also when max_steps is no multiple of
+        # eval_every; a run stopped for a cancel ends at once instead.
+        step = int(state.global_step)
+        if self.every and step not in self.done_steps and step >= args.max_steps:
+            self.evaluate(step, model, processing_class)
+
+
+def ood_key(pool_id: int, k: int, *, base: bool = False) -> str:
+    return f"ood/{pool_id}/{'base_' if base else ''}pass@{k}"
+
+
+def sampled_completions(model, tokenizer, questions: list[str], *, k: int, max_new_tokens: int, temperature: float,
+                        seed: int) -> list[list[str]]:
+    """k sampled completions per question (seeded), grouped per question."""
+    import torch
+
+    prompts = render_prompts(tokenizer, questions)
+    side = tokenizer.padding_side
+    tokenizer.padding_side = "left"
+    was_training = model.training
+    model.eval()
+    groups: list[list[str]] = []
+    per_batch = max(1, EVAL_BATCH // k)
+    try:
+        torch.manual_seed(seed)
+        with torch.inference_mode():
+            for start in range(0, len(prompts), per_batch):
+                inputs = tokenizer(prompts[start:start + per_batch], return_tensors="pt", padding=True,
+                                   add_special_tokens=False).to(model.device)
+                output = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=True,
+                                        temperature=temperature, top_k=0, top_p=1.0, num_return_sequences=k,
+                                        pad_token_id=tokenizer.pad_token_id)
+                texts = tokenizer.batch_decode(output[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
+                groups.extend(texts[i:i + k] for i in range(0, len(texts), k))
+    finally:
+        tokenizer.padding_side = side
+        if was_training:
+            model.train()
+    return groups
+
+
+def pass_at_k(groups: list[list[str]], golds: list[str], task_type: str) -> float:
+    """Share of questions with at least one correct completion among their k."""
+    solved = [any(is_correct(extract_answer(text, task_type), gold, task_type) for text in group)
+              for group, gold in zip(groups, golds, strict=True)]
+    return sum(solved) / len(solved) if solved else 0.0
+
+
+def evaluate_ood(run_id: int, job_id: int, model, tokenizer, ood_sets, *, step: int, k: int, max_new_tokens: int,
+                 temperature: float, seed: int,
+                 session_factory: Callable[[], AbstractContextManager[Session]] = session_scope) -> dict[str, float]:
+    """pass@k of the trained policy and of the base model (adapter disabled) on each OOD pool."""
+    values: dict[str, float] = {}
+    for ood in ood_sets:
+        with session_factory() as session:
+            job = session.exec(select(Job).where(Job.id == job_id).execution_options(populate_existing=True)).one()
+            job.message = f"out-of-distribution pass@{k} on pool {ood.pool_id} ({len(ood.questions)} prompts)"
+            session.add(job)
+        args = {"k": k, "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed}
+        questions, golds = list(ood.questions), list(ood.golds)
+        values[ood_key(ood.pool_id, k)] = pass_at_k(sampled_completions(model, tokenizer, questions, **args),
+                                                    golds, ood.task_type)
+        with model.disable_adapter():
+            values[ood_key(ood.pool_id, k, base=True)] = pass_at_k(
+                sampled_completions(model, tokenizer, questions, **args), golds, ood.task_type)
+    rows = [{"run_id": run_id, "step": step, "key": key, "value": value} for key, value in values.items()]
+    if rows:
+        with session_factory() as session:
+            session.execute(delete(RunMetric).where(RunMetric.run_id == run_id, RunMetric.step == step,
+                                                    RunMetric.key.in_(list(values))))
+            session.execute(insert(RunMetric), rows)
+    return values

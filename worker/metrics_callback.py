@@ -15,7 +15,7 @@ from sqlalchemy import delete, insert
 from sqlmodel import Session, select
 
 from backend.database import session_scope
-from backend.jobs.tables import Job, JobStatus
+from backend.jobs.tables import FINISHED, Job, JobStatus
 from backend.runs.tables import RunMetric
 from backend.timeutil import utcnow
 
@@ -79,6 +79,9 @@ class MetricsCallback(TrainerCallback):
             if job.status == JobStatus.cancelling.value:
                 self.stopped_for_cancel = step < self.max_steps
                 control.should_training_stop = True
+            elif JobStatus(job.status) in FINISHED:  # failed elsewhere (e.g. declared lost): stop, write nothing
+                control.should_training_stop = True
+                return control
             job.progress_total = self.max_steps
             job.progress_done = min(step, self.max_steps)
             if step > 0:

@@ -15,23 +15,28 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+import threading
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
+from sqlalchemy import update
 from sqlmodel import select
 
 from backend.curation.grading import TASK_TYPES, extract_answer, is_correct, parse_gold
 from backend.database import session_scope
 from backend.jobs.service import fail_unless_finished, lock_job, transition
-from backend.jobs.tables import FINISHED, JobStatus
+from backend.jobs.tables import FINISHED, Job, JobStatus
 from backend.pools.tables import Pool, Prompt
-from backend.runs.settings import TrainingSettings, check_training_settings
+from backend.runs.downloads import run_dir
+from backend.runs.service import describe_lost_run
+from backend.runs.settings import TrainingSettings, check_training_settings, grpo_config_kwargs, lora_config_kwargs
 from backend.runs.tables import Run, RunMetric
 from backend.settings import get_settings
 from backend.subsets.export import export_rows
 from backend.subsets.tables import Subset
+from backend.timeutil import utcnow
 from worker.probing import describe, is_transient
 from worker.prompting import default_messages
 
@@ -52,6 +57,16 @@ class TransientTrainingError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class OodSet:
+    """An out-of-distribution pool's prompts, evaluated with pass@k after training."""
+
+    pool_id: int
+    task_type: str
+    questions: tuple[str, ...]
+    golds: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class TrainingWork:
     run_id: int
     job_id: int
@@ -61,17 +76,22 @@ class TrainingWork:
     eval_task_type: str | None = None
     eval_questions: tuple[str, ...] = ()
     eval_golds: tuple[str, ...] = ()
-
-
-def run_dir(run_id: int) -> Path:
-    return get_settings().artifacts / "runs" / str(run_id)
+    ood: tuple[OodSet, ...] = ()
 
 
 def library_versions() -> dict[str, str]:
-    found = {}
+    """Versions of the training stack, plus the device (and bf16 use), recorded when a run starts."""
+    import torch
+
+    found = {"python": sys.version.split()[0]}
     for name in LIBRARIES:
         with contextlib.suppress(PackageNotFoundError):
             found[name] = version(name)
+    if torch.cuda.is_available():
+        bf16 = " bf16" if torch.cuda.is_bf16_supported() else ""
+        found["device"] = f"cuda: {torch.cuda.get_device_name(0)}{bf16}"
+    else:
+        found["device"] = "cpu"
     return found
 
 
@@ -86,11 +106,12 @@ def train_run(run_id: int, *, raise_transient: bool = False) -> str:
         raise
     except Exception as exc:
         if raise_transient and is_transient(exc) and not is_out_of_memory(exc):  # same settings, same OOM
+            requeue_run_job(run_id, f"transient error, retrying: {describe(exc)}")
             raise TransientTrainingError(f"run {run_id}: {describe(exc)}") from exc
         if isinstance(exc, TrainingFailure):
             message = str(exc)
         elif is_out_of_memory(exc):
-            message = ("Training ran out of memory. Lower prompts_per_step or max_completion_length (or "
+            message = ("Training ran out of memory. Lower batch_size or max_completion_length (or "
                        f"num_generations), or use a smaller model. ({describe(exc)})")
         else:
             from worker.model_store import ModelLoadError
@@ -129,6 +150,18 @@ def fail_run_job(run_id: int, message: str) -> None:
         log.exception("could not mark run %s failed: %s", run_id, message)
 
 
+def requeue_run_job(run_id: int, reason: str) -> None:
+    """Back to queued, so the retried task can tell a retry from a worker lost mid-run."""
+    try:
+        with session_scope() as session:
+            run = session.get(Run, run_id)
+            job = lock_job(session, run.job_id) if run else None
+            if job is not None and job.status == JobStatus.running.value:
+                transition(session, job, JobStatus.queued, reason[:1000])
+    except Exception:
+        log.exception("could not requeue run %s", run_id)
+
+
 # --- steps -----------------------------------------------------------------------------------------
 
 
@@ -142,10 +175,13 @@ def _start(run_id: int) -> TrainingWork | str:
         if status in FINISHED:
             return job.status
         if status == JobStatus.cancelling:
-            transition(session, job, JobStatus.cancelled, "cancel requested before training started")
+            transition(session, job, JobStatus.cancelled, "cancel requested; the previous attempt never finished")
             return CANCELLED
-        if status == JobStatus.queued:
-            transition(session, job, JobStatus.running, "training started")
+        if status == JobStatus.running:  # delivered again: the worker that ran it died without finishing
+            raise TrainingFailure(describe_lost_run(session, job))
+        transition(session, job, JobStatus.running, "training started")
+        run.library_versions = library_versions()
+        session.add(run)
         settings = TrainingSettings(**run.settings)
         problems = check_training_settings(settings)
         if problems:
@@ -179,6 +215,7 @@ def _start(run_id: int) -> TrainingWork | str:
             eval_task_type = eval_pool.task_type
             eval_questions = tuple(row[0] for row in eval_rows)
             eval_golds = tuple(row[1] for row in eval_rows)
+        ood = tuple(_ood_set(session, pool_id, settings.ood_samples) for pool_id in settings.ood_pool_ids)
         session.execute(RunMetric.__table__.delete().where(RunMetric.run_id == run_id))  # a retried run
         job.progress_total = settings.max_steps
         job.progress_done = 0
@@ -186,7 +223,17 @@ def _start(run_id: int) -> TrainingWork | str:
         session.add(job)
         return TrainingWork(run_id=run_id, job_id=run.job_id, settings=settings, task_type=pool.task_type,
                             rows=rows, eval_task_type=eval_task_type, eval_questions=eval_questions,
-                            eval_golds=eval_golds)
+                            eval_golds=eval_golds, ood=ood)
+
+
+def _ood_set(session, pool_id: int, limit: int) -> OodSet:
+    pool = session.get(Pool, pool_id)
+    if pool is None or not pool.has_answers or pool.task_type not in TASK_TYPES:
+        raise TrainingFailure(f"Out-of-distribution pool {pool_id} is gone or has no gradable answers; remove it "
+                              "from ood_pool_ids and launch the run again.")
+    rows = session.exec(select(Prompt.text, Prompt.gold).where(Prompt.pool_id == pool_id, Prompt.gold.is_not(None))
+                        .order_by(Prompt.position).limit(limit)).all()
+    return OodSet(pool_id, pool.task_type, tuple(row[0] for row in rows), tuple(row[1] for row in rows))
 
 
 def correctness_reward_for(task_type: str):
@@ -234,33 +281,14 @@ def grpo_config(settings: TrainingSettings, output_dir: Path):
     from trl import GRPOConfig
 
     cuda = torch.cuda.is_available()
-    return GRPOConfig(
-        output_dir=str(output_dir),
-        per_device_train_batch_size=settings.generation_batch_size,  # completions: prompts × G
-        gradient_accumulation_steps=1,
-        num_generations=settings.num_generations,
-        max_completion_length=settings.max_completion_length,
-        temperature=settings.temperature,
-        beta=settings.beta,
-        learning_rate=settings.learning_rate,
-        max_steps=settings.max_steps,
-        seed=settings.seed,
-        logging_steps=1,
-        report_to="none",
-        save_strategy="no",
-        use_cpu=not cuda,
-        bf16=cuda and torch.cuda.is_bf16_supported(),
-        gradient_checkpointing=cuda,  # on the CPU memory is plenty and recomputation only costs time
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-    )
+    return GRPOConfig(**grpo_config_kwargs(settings, cuda=cuda, bf16=cuda and torch.cuda.is_bf16_supported(),
+                                           output_dir=str(output_dir)))
 
 
 def lora_config(settings: TrainingSettings):
     from peft import LoraConfig
 
-    return LoraConfig(r=settings.lora_rank, lora_alpha=settings.lora_alpha,
-                      target_modules=settings.lora_target_modules, lora_dropout=0.0, task_type="CAUSAL_LM")
+    return LoraConfig(**lora_config_kwargs(settings))
 
 
 def build_trainer(work: TrainingWork, callbacks: list | None = None):
@@ -274,11 +302,17 @@ def build_trainer(work: TrainingWork, callbacks: list | None = None):
 
 
 def _train(run_id: int) -> str:
-    from worker.metrics_callback import MetricsCallback
-
     work = _start(run_id)
     if isinstance(work, str):
         return work
+    with Heartbeat(work.job_id, get_settings().heartbeat_seconds):
+        return _fit(work)
+
+
+def _fit(work: TrainingWork) -> str:
+    from worker.metrics_callback import MetricsCallback
+
+    run_id = work.run_id
     callback = MetricsCallback(run_id, work.job_id, work.settings.max_steps)
     callbacks = [callback]
     if work.eval_questions:
@@ -289,23 +323,20 @@ def _train(run_id: int) -> str:
                                             max_new_tokens=work.settings.max_completion_length))
     trainer = build_trainer(work, callbacks)
     trainer.train()
-    with session_scope() as session:
-        job = lock_job(session, work.job_id)
-        if callback.stopped_for_cancel or job.status == JobStatus.cancelled.value:
-            if JobStatus(job.status) not in FINISHED:
-                transition(session, job, JobStatus.cancelled,
-                           f"cancel requested; stopped after step {callback.last_step} of "
-                           f"{work.settings.max_steps} (metrics kept)")
-                job.message = f"cancelled after step {callback.last_step}/{work.settings.max_steps}"
-            return CANCELLED
-        if JobStatus(job.status) in FINISHED:
-            return job.status
+    ended = _ended_early(work, callback)
+    if ended:
+        return ended
+    if work.ood:
+        from worker.evaluation import evaluate_ood
+
+        evaluate_ood(run_id, work.job_id, trainer.model, trainer.processing_class, work.ood, step=callback.last_step,
+                     k=work.settings.ood_k, max_new_tokens=work.settings.max_completion_length,
+                     temperature=work.settings.temperature, seed=work.settings.seed)
     adapter = run_dir(run_id) / "adapter"
     trainer.model.save_pretrained(str(adapter))
     with session_scope() as session:
         run = session.get(Run, run_id)
         run.adapter_path = str(adapter)
-        run.library_versions = library_versions()
         session.add(run)
         job = lock_job(session, work.job_id)
         if JobStatus(job.status) in FINISHED:
@@ -314,6 +345,48 @@ def _train(run_id: int) -> str:
         job.message = f"trained {callback.last_step} steps; adapter saved"
         transition(session, job, JobStatus.succeeded, f"trained {callback.last_step} steps")
     return SUCCEEDED
+
+
+def _ended_early(work: TrainingWork, callback) -> str | None:
+    """The final status when training stopped for a cancel, or the job was ended elsewhere; else None."""
+    with session_scope() as session:
+        job = lock_job(session, work.job_id)
+        if JobStatus(job.status) in FINISHED:
+            return job.status
+        if callback.stopped_for_cancel or job.status == JobStatus.cancelling.value:
+            transition(session, job, JobStatus.cancelled,
+                       f"cancel requested; stopped after step {callback.last_step} of "
+                       f"{work.settings.max_steps} (metrics kept)")
+            job.message = f"cancelled after step {callback.last_step}/{work.settings.max_steps}"
+            return CANCELLED
+    return None
+
+
+class Heartbeat:
+    """Writes the job's heartbeat every few seconds from a thread, so a long step or evaluation never
+    looks like a lost worker, and a killed worker stops beating (the API then fails the run)."""
+
+    def __init__(self, job_id: int, every: float):
+        self.job_id = job_id
+        self.every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-job-{job_id}", daemon=True)
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                with session_scope() as session:
+                    session.execute(update(Job).where(Job.id == self.job_id).values(heartbeat_at=utcnow()))
+            except Exception:  # the database may be briefly away; the next beat tries again
+                log.warning("heartbeat of job %s failed", self.job_id, exc_info=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._stop.set()
+        self._thread.join(timeout=self.every + 5)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ from backend.jobs import service
 from backend.jobs.schemas import JobEventRead, JobRead
 from backend.jobs.tables import Job
 from backend.probes.tables import Probe
+from backend.runs.service import fail_lost_runs
 
 router = APIRouter(tags=["jobs"])
 
@@ -26,6 +27,7 @@ def list_jobs(session: SessionDep, status: str | None = None, limit: int = 100) 
 
 @router.get("/jobs/{job_id}")
 def get_job(job_id: int, session: SessionDep) -> JobRead:
+    fail_lost_runs(session)  # a training job whose worker died reads as failed, not running for ever
     return _read(session, service.get_job(session, job_id))
 
 

@@ -23,6 +23,9 @@ LEVELS = 5
 DEFAULT_COUNT = 200
 DEFAULT_SEED = 2025
 DEMO_POOL_NAME = "Demo: arithmetic word problems"
+HELD_OUT_POOL_NAME = "Demo: held-out arithmetic problems"
+HELD_OUT_COUNT = 60
+HELD_OUT_SEED = 7
 
 _NAMES = ["Ava", "Ben", "Chloe", "Diego", "Emma", "Farid", "Grace", "Hiro", "Isla", "Jonah", "Kira", "Liam",
           "Maya", "Noah", "Olga", "Priya", "Quinn", "Ravi", "Sofia", "Tom"]

@@ -21,6 +21,7 @@ from typing import Annotated, Any
 
 import anyio
 from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel, Field
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.concurrency import run_in_threadpool
@@ -376,9 +377,13 @@ def list_presets() -> dict[str, Any]:
     }
 
 
+class DemoCreate(BaseModel):
+    held_out: bool = Field(False, description="Create the 60-problem held-out pool to evaluate training on")
+
+
 @router.post("/pools/demo", status_code=201, summary="Create the demo pool: ~200 generated arithmetic word problems")
-def create_demo_pool(session: SessionDep) -> PoolRead:
-    return PoolRead.model_validate(service.create_demo_pool(session))
+def create_demo_pool(session: SessionDep, body: DemoCreate | None = None) -> PoolRead:
+    return PoolRead.model_validate(service.create_demo_pool(session, held_out=bool(body and body.held_out)))
 
 
 @router.get("/pools/{pool_id}")

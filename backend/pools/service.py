@@ -23,7 +23,8 @@ from backend.curation.grading import TASK_TYPES, detect_task_type, parse_gold
 from backend.database import get_or_404
 from backend.errors import AppError, not_found
 from backend.jobs.tables import Job, JobStatus
-from backend.pools.demo import DEMO_POOL_NAME, demo_problems
+from backend.pools.demo import DEFAULT_COUNT as DEMO_COUNT
+from backend.pools.demo import DEMO_POOL_NAME, HELD_OUT_COUNT, HELD_OUT_POOL_NAME, HELD_OUT_SEED, demo_problems
 from backend.pools.ingest import (
     EXAMPLES_SHOWN,
     FieldMapping,
@@ -227,10 +228,19 @@ def import_pool(
     return pool
 
 
-def create_demo_pool(session: Session, *, count: int = 200, seed: int | None = None) -> Pool:
-    """The generated demo pool: ~200 arithmetic word problems of graded difficulty, numeric answers."""
-    problems = demo_problems(count) if seed is None else demo_problems(count, seed)
-    pool = Pool(name=DEMO_POOL_NAME, task_type="numeric", has_answers=True, prompt_count=len(problems),
+def create_demo_pool(session: Session, *, count: int = 200, seed: int | None = None, held_out: bool = False) -> Pool:
+    """The generated demo pool: ~200 arithmetic word problems of graded difficulty, numeric answers.
+
+    ``held_out``: 60 other problems of the same kind (another seed, none shared with the demo pool) to
+    evaluate training runs on."""
+    if held_out:
+        seen = {p.text for p in demo_problems(DEMO_COUNT)}
+        problems = [p for p in demo_problems(HELD_OUT_COUNT + 20, HELD_OUT_SEED) if p.text not in seen]
+        problems = problems[:HELD_OUT_COUNT]
+    else:
+        problems = demo_problems(count) if seed is None else demo_problems(count, seed)
+    pool = Pool(name=HELD_OUT_POOL_NAME if held_out else DEMO_POOL_NAME, task_type="numeric", has_answers=True,
+                prompt_count=len(problems),
                 source_filename=None, source_format="generated")
     session.add(pool)
     session.flush()

@@ -1,44 +1,68 @@
-"""Creating training runs: validate, then write the job and the run. The caller commits, then enqueues."""
+"""Training runs: create (validate, then write the job and the run; the caller commits, then enqueues),
+read, metrics, and failing runs whose worker was lost."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
-from sqlmodel import Session
+from sqlalchemy import func
+from sqlmodel import Session, select
 
 from backend.database import get_or_404
 from backend.errors import AppError
-from backend.jobs.service import create_job
+from backend.jobs.service import create_job, fail_lost_jobs
 from backend.jobs.tables import Job
 from backend.models_catalog import check_model
 from backend.pools.tables import Pool
-from backend.runs.settings import TrainingSettings, parse_training_settings
-from backend.runs.tables import Run
+from backend.runs.settings import PRESETS, TrainingSettings, parse_training_settings
+from backend.runs.tables import Run, RunMetric
+from backend.settings import get_settings
 from backend.subsets.tables import Subset
 
 TRAIN_JOB_KIND = "train"
 
 
-def create_run(session: Session, subset_id: int, settings: dict[str, Any] | TrainingSettings) -> Run:
-    """A queued ``train`` job and its run. 404: no such subset; 409: the subset's pool has no answers
-    (the reward needs them); 422: settings break a rule (said in words) or the model is unknown."""
-    subset = get_or_404(session, Subset, subset_id)
-    pool = session.get(Pool, subset.pool_id)
-    if pool is None or not pool.has_answers:
-        raise AppError(409, f"Subset {subset_id} comes from a pool without answers; GRPO's reward grades "
-                            "completions against gold answers. Upload the pool again with an answer column "
-                            "(or label the chosen prompts), probe it, and freeze a subset from that probe.")
-    parsed, problems = parse_training_settings(settings)
+def resolve_settings(preset: str | None, overrides: dict[str, Any] | None) -> TrainingSettings:
+    """A preset (or the defaults) with the user's overrides, checked against every rule. 422 in words."""
+    if preset is not None and preset not in PRESETS:
+        raise AppError(422, f"Unknown training preset '{preset}'; use one of: {', '.join(PRESETS)}.",
+                       details={"allowed": list(PRESETS)})
+    raw = {**PRESETS.get(preset or "", {}), **(overrides or {})}
+    parsed, problems = parse_training_settings(raw)
     if parsed is None:
         raise AppError(422, "Training settings rejected: " + " ".join(problems), details={"problems": problems})
     check_model(parsed.model)
-    if parsed.eval_pool_id is not None:
-        eval_pool = get_or_404(session, Pool, parsed.eval_pool_id)
-        if not eval_pool.has_answers:
-            raise AppError(422, f"Evaluation pool {eval_pool.id} has no answers; accuracy needs gold answers.")
+    return parsed
+
+
+def check_training_pools(session: Session, subset: Subset, settings: TrainingSettings) -> None:
+    """409 unless the training pool and every evaluation pool have gold answers (rewards and accuracy need them)."""
+    pool = session.get(Pool, subset.pool_id)
+    if pool is None or not pool.has_answers:
+        raise AppError(409, f"Subset {subset.id} comes from a pool without answers; GRPO's reward grades "
+                            "completions against gold answers. Upload the pool again with an answer column "
+                            "(or label the chosen prompts), probe it, and freeze a subset from that probe.")
+    for role, pool_id in [("Evaluation", settings.eval_pool_id)] + [("Out-of-distribution", p)
+                                                                     for p in settings.ood_pool_ids]:
+        if pool_id is None:
+            continue
+        other = get_or_404(session, Pool, pool_id)
+        if not other.has_answers:
+            raise AppError(409, f"{role} pool {other.id} ('{other.name}') has no answers, so accuracy cannot be "
+                                "measured on it. Choose a pool uploaded with an answer column, or upload one.")
+
+
+def create_run(session: Session, subset_id: int, settings: dict[str, Any] | TrainingSettings, *,
+               preset: str | None = None, experiment_id: int | None = None) -> Run:
+    """A queued ``train`` job and its run. 404: no such subset or pool; 409: a pool without answers;
+    422: settings break a rule (said in words) or the model is unknown."""
+    subset = get_or_404(session, Subset, subset_id)
+    parsed = settings if isinstance(settings, TrainingSettings) else resolve_settings(preset, settings)
+    check_training_pools(session, subset, parsed)
     job = create_job(session, TRAIN_JOB_KIND, total=parsed.max_steps)
-    run = Run(subset_id=subset.id, job_id=job.id, model=parsed.model, settings=parsed.model_dump(mode="json"),
-              seed=parsed.seed, eval_pool_id=parsed.eval_pool_id)
+    run = Run(subset_id=subset.id, job_id=job.id, experiment_id=experiment_id, model=parsed.model,
+              settings=parsed.model_dump(mode="json"), seed=parsed.seed, eval_pool_id=parsed.eval_pool_id)
     session.add(run)
     session.flush()
     return run
@@ -48,5 +72,45 @@ def get_run(session: Session, run_id: int) -> Run:
     return get_or_404(session, Run, run_id)
 
 
+def list_runs(session: Session, *, experiment_id: int | None = None, subset_id: int | None = None) -> list[Run]:
+    query = select(Run).order_by(Run.id.desc())
+    if experiment_id is not None:
+        query = query.where(Run.experiment_id == experiment_id)
+    if subset_id is not None:
+        query = query.where(Run.subset_id == subset_id)
+    return list(session.exec(query))
+
+
 def run_job(session: Session, run: Run) -> Job:
     return session.get(Job, run.job_id)
+
+
+def last_logged_step(session: Session, run_id: int) -> int:
+    return session.exec(select(func.max(RunMetric.step)).where(RunMetric.run_id == run_id)).one() or 0
+
+
+def describe_lost_run(session: Session, job: Job) -> str:
+    run = session.exec(select(Run).where(Run.job_id == job.id)).first()
+    step = last_logged_step(session, run.id) if run else 0
+    return (f"The worker training this run was lost after step {step} of {job.progress_total} (its process was "
+            "killed, ran out of host memory, or its machine restarted). The metrics it logged are kept; launch "
+            "the run again to train it to the end.")
+
+
+def fail_lost_runs(session: Session) -> list[int]:
+    """Fail running training jobs whose worker stopped beating; called on reads, so no run stays running."""
+    silent_for = timedelta(seconds=get_settings().worker_lost_seconds)
+    return fail_lost_jobs(session, TRAIN_JOB_KIND, silent_for, lambda job: describe_lost_run(session, job))
+
+
+def metric_series(session: Session, run_id: int, keys: list[str] | None = None) -> dict[str, dict[str, list]]:
+    """{key: {"steps": [...], "values": [...]}} in step order."""
+    query = select(RunMetric.key, RunMetric.step, RunMetric.value).where(RunMetric.run_id == run_id)
+    if keys:
+        query = query.where(RunMetric.key.in_(keys))
+    series: dict[str, dict[str, list]] = {}
+    for key, step, value in session.exec(query.order_by(RunMetric.key, RunMetric.step)):
+        entry = series.setdefault(key, {"steps": [], "values": []})
+        entry["steps"].append(step)
+        entry["values"].append(value)
+    return series

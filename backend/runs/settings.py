@@ -5,8 +5,8 @@ mirror trl 1.x ``GRPOConfig.__post_init__`` and ``GRPOTrainer.__init__``:
 
 - ``num_generations >= 2`` (advantages need a group);
 - the generation batch must hold whole prompt groups: ``generation_batch_size % num_generations == 0``.
-  We train with ``per_device_train_batch_size = prompts_per_step * num_generations`` completions,
-  one gradient step per generation batch, so the generation batch is that product;
+  We train on one device with ``per_device_train_batch_size = batch_size`` completions and one
+  gradient step per generation batch, so the generation batch is ``batch_size``;
 - ``lm_head`` may not carry a LoRA adapter (its weight is used directly for log-probabilities).
 """
 
@@ -30,7 +30,8 @@ class TrainingSettings(BaseModel):
     learning_rate: float = Field(5e-6, gt=0, le=1e-2)
     max_steps: int = Field(1000, ge=1, le=100_000, description="Optimizer steps")
     num_generations: int = Field(8, ge=2, le=64, description="Group size G: completions per prompt")
-    prompts_per_step: int = Field(1, ge=1, le=256, description="Prompts per optimizer step")
+    batch_size: int = Field(8, ge=2, le=4096, description="Completions per optimizer step "
+                            "(prompts per step × num_generations)")
     max_completion_length: int = Field(250, ge=1, le=8192, description="New tokens per completion")
     temperature: float = Field(1.0, gt=0, le=2.0)
     beta: float = Field(0.0, ge=0, le=1.0, description="KL coefficient (0: no reference model)")
@@ -38,20 +39,24 @@ class TrainingSettings(BaseModel):
     eval_every: int = Field(0, ge=0, le=100_000, description="Evaluate every N steps (0: never)")
     eval_pool_id: int | None = Field(None, description="Held-out pool for evaluation")
     eval_samples: int = Field(100, ge=1, le=100_000, description="Prompts of the eval pool used")
+    ood_pool_ids: list[int] = Field(default_factory=list, max_length=10,
+                                    description="Out-of-distribution pools evaluated with pass@k after training")
+    ood_k: int = Field(4, ge=1, le=64, description="Samples per OOD prompt for pass@k")
+    ood_samples: int = Field(50, ge=1, le=10_000, description="Prompts of each OOD pool used")
 
     @property
-    def generation_batch_size(self) -> int:
-        return self.prompts_per_step * self.num_generations
+    def prompts_per_step(self) -> int:
+        return self.batch_size // self.num_generations
 
 
 PRESETS: dict[str, dict[str, Any]] = {
     # Hard Examples Are All You Need: LoRA r=32 on all linear layers, lr 5e-6, G=8, 250 tokens, 1000 steps.
     "paper": {"lora_rank": 32, "lora_alpha": 32, "lora_target_modules": "all-linear", "learning_rate": 5e-6,
-              "num_generations": 8, "prompts_per_step": 1, "max_completion_length": 250, "temperature": 1.0,
+              "num_generations": 8, "batch_size": 8, "max_completion_length": 250, "temperature": 1.0,
               "max_steps": 1000, "beta": 0.0},
     # The default 135M model, a few dozen steps in minutes on a laptop CPU.
     "quick_cpu": {"model": DEFAULT_MODEL, "lora_rank": 8, "lora_alpha": 16, "lora_target_modules": "all-linear",
-                  "learning_rate": 1e-4, "num_generations": 4, "prompts_per_step": 1,
+                  "learning_rate": 1e-4, "num_generations": 4, "batch_size": 4,
                   "max_completion_length": 48, "temperature": 1.0, "max_steps": 30, "beta": 0.0,
                   "eval_every": 0},
 }
@@ -102,10 +107,10 @@ def check_training_settings(settings: TrainingSettings) -> list[str]:
     if g < 2:
         problems.append(f"num_generations = {g}: GRPO needs at least 2 generations per prompt to compute "
                         "advantages (the group's rewards must be compared).")
-    elif settings.generation_batch_size % g != 0:
-        problems.append(f"The generation batch (prompts_per_step × num_generations = "
-                        f"{settings.generation_batch_size}) must be divisible by num_generations ({g}): every "
-                        "prompt's group must be complete.")
+    elif settings.batch_size % g != 0:
+        problems.append(f"batch_size ({settings.batch_size} completions per step) must be divisible by "
+                        f"num_generations ({g}): every prompt's group of {g} completions must be complete in one "
+                        f"batch. Use a multiple of {g}, for example {max(g, settings.batch_size // g * g)}.")
     targets = settings.lora_target_modules
     if isinstance(targets, str):
         if targets != "all-linear" and not targets.strip():
@@ -124,4 +129,36 @@ def check_training_settings(settings: TrainingSettings) -> list[str]:
     if settings.eval_every > settings.max_steps:
         problems.append(f"eval_every ({settings.eval_every}) is larger than max_steps ({settings.max_steps}); "
                         "evaluation would only run at step 0.")
+    if len(set(settings.ood_pool_ids)) != len(settings.ood_pool_ids):
+        problems.append(f"ood_pool_ids lists a pool twice ({settings.ood_pool_ids}); list each pool once.")
     return problems
+
+
+def grpo_config_kwargs(settings: TrainingSettings, *, cuda: bool, bf16: bool, output_dir: str) -> dict[str, Any]:
+    """The ``trl.GRPOConfig`` arguments a run trains with (also served as the run's config download)."""
+    return {
+        "output_dir": output_dir,
+        "per_device_train_batch_size": settings.batch_size,  # completions; one generation batch per step
+        "gradient_accumulation_steps": 1,
+        "num_generations": settings.num_generations,
+        "max_completion_length": settings.max_completion_length,
+        "temperature": settings.temperature,
+        "beta": settings.beta,
+        "learning_rate": settings.learning_rate,
+        "max_steps": settings.max_steps,
+        "seed": settings.seed,
+        "logging_steps": 1,
+        "report_to": "none",
+        "save_strategy": "no",
+        "use_cpu": not cuda,
+        "bf16": bf16,
+        "gradient_checkpointing": cuda,  # on the CPU memory is plenty and recomputation only costs time
+        "disable_tqdm": True,
+        "dataloader_num_workers": 0,
+    }
+
+
+def lora_config_kwargs(settings: TrainingSettings) -> dict[str, Any]:
+    """The ``peft.LoraConfig`` arguments of a run."""
+    return {"r": settings.lora_rank, "lora_alpha": settings.lora_alpha,
+            "target_modules": settings.lora_target_modules, "lora_dropout": 0.0, "task_type": "CAUSAL_LM"}

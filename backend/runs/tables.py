@@ -6,6 +6,7 @@ from typing import Any
 from sqlalchemy import JSON, Column, Float, ForeignKey, Integer, String
 from sqlmodel import Field, SQLModel
 
+from backend.experiments.tables import Experiment  # noqa: F401  (run.experiment_id's target table)
 from backend.timeutil import utcnow
 
 
@@ -16,6 +17,8 @@ class Run(SQLModel, table=True):
     subset_id: int = Field(sa_column=Column(Integer, ForeignKey("subset.id", ondelete="CASCADE"), index=True,
                                             nullable=False))
     job_id: int = Field(sa_column=Column(Integer, ForeignKey("job.id"), index=True, nullable=False))
+    experiment_id: int | None = Field(default=None, sa_column=Column(Integer, ForeignKey(
+        "experiment.id", ondelete="CASCADE"), index=True))
     model: str
     settings: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False),
                                      description="The full validated TrainingSettings")

@@ -6,12 +6,18 @@ import { renderSignin } from "./pages/signin.js";
 import { renderPools } from "./pages/pools.js";
 import { renderPool } from "./pages/pool.js";
 import { renderPlanner } from "./pages/planner.js";
+import { renderExperiments } from "./pages/experiments.js";
+import { renderExperiment } from "./pages/experiment.js";
+import { renderRun } from "./pages/run.js";
 
 const routes = [
   { pattern: /^#\/signin$/, nav: null, render: renderSignin, public: true },
   { pattern: /^#\/pools$/, nav: "pools", render: renderPools },
   { pattern: /^#\/pools\/(\d+)$/, nav: "pool", render: renderPool },
   { pattern: /^#\/planner\/(\d+)$/, nav: "planner", render: renderPlanner },
+  { pattern: /^#\/experiments$/, nav: "experiments", render: renderExperiments },
+  { pattern: /^#\/experiments\/(\d+)$/, nav: "experiments", render: renderExperiment },
+  { pattern: /^#\/runs\/(\d+)$/, nav: "experiments", render: renderRun },
 ];
 
 let current = null;  // { alive, cleanups }

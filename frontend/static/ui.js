@@ -141,3 +141,34 @@ export function debounce(fn, ms) {
   wrapped.cancel = () => clearTimeout(timer);
   return wrapped;
 }
+
+// Job states shared by probes and training runs.
+export const ACTIVE_STATUSES = new Set(["queued", "running", "cancelling"]);
+const STATUS_KINDS = {
+  succeeded: "ok", failed: "bad", cancelled: "muted", cancelling: "warn", running: "info", queued: "muted", mixed: "warn",
+};
+
+export function statusBadge(status) {
+  return badge(status || "–", STATUS_KINDS[status] || "");
+}
+
+// Call `tick` now and then every `ms` while it resolves to true; stops when the page is left.
+// A failing tick is reported once and polling goes on (the server may be restarting).
+export function startPolling(ctx, tick, ms = 2000) {
+  let timer = null;
+  let reported = false;
+  async function run() {
+    if (!ctx.alive) return;
+    let again = true;
+    try {
+      again = await tick();
+      reported = false;
+    } catch (err) {
+      if (!reported) reportError(err);
+      reported = true;
+    }
+    if (again && ctx.alive) timer = setTimeout(run, ms);
+  }
+  ctx.onCleanup(() => clearTimeout(timer));
+  run();
+}

@@ -19,7 +19,7 @@ def test_paper_preset_matches_the_paper():
 
 def test_quick_cpu_preset_is_small_and_valid():
     quick = preset("quick_cpu")
-    assert quick.max_steps <= 60 and quick.max_completion_length <= 64 and quick.generation_batch_size <= 8
+    assert quick.max_steps <= 60 and quick.max_completion_length <= 64 and quick.batch_size <= 8
     assert check_training_settings(quick) == []
     assert preset("quick_cpu", max_steps=5).max_steps == 5
     with pytest.raises(KeyError):
@@ -36,16 +36,16 @@ def test_one_generation_is_refused_with_the_reason():
     assert "at least 2 generations" in problem
 
 
-def test_generation_batch_holds_whole_groups():
+def test_batch_must_hold_whole_groups():
     for prompts in (1, 2, 3, 7):
         for g in (2, 3, 8):
-            settings = TrainingSettings(prompts_per_step=prompts, num_generations=g)
-            assert settings.generation_batch_size % g == 0
+            settings = TrainingSettings(batch_size=prompts * g, num_generations=g)
+            assert settings.prompts_per_step == prompts
             assert check_training_settings(settings) == []
-    broken = TrainingSettings.model_construct(**{**TrainingSettings().model_dump(), "num_generations": 4,
-                                                 "prompts_per_step": 1.5})
-    [problem] = check_training_settings(broken)
-    assert "must be divisible by num_generations (4)" in problem
+    settings, [problem] = parse_training_settings({"batch_size": 10, "num_generations": 4})
+    assert settings is None
+    assert "batch_size (10 completions per step) must be divisible by num_generations (4)" in problem
+    assert "for example 8" in problem
 
 
 @pytest.mark.parametrize(("field", "value", "words"), [

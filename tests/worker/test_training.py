@@ -15,7 +15,7 @@ from backend.runs.tables import Run, RunMetric
 from tests.runs.conftest import make_subset
 from tests.worker.model_fixtures import DEFAULT_MODEL, TINY_MODEL
 
-TINY = {"model": TINY_MODEL, "lora_rank": 4, "lora_alpha": 8, "num_generations": 2, "prompts_per_step": 2,
+TINY = {"model": TINY_MODEL, "lora_rank": 4, "lora_alpha": 8, "num_generations": 2, "batch_size": 4,
         "max_completion_length": 8, "learning_rate": 1e-3}
 
 
@@ -158,7 +158,7 @@ def test_two_steps_with_the_default_model(service_env, use_artifacts):
     use_artifacts(Path(service_env["BUDGETLAB_ARTIFACT_DIR"]))
     build_default_model(Path(service_env["BUDGETLAB_ARTIFACT_DIR"]))
     run_id, job_id = new_run({"model": DEFAULT_MODEL, "lora_rank": 8, "lora_alpha": 16, "num_generations": 2,
-                              "prompts_per_step": 2, "max_completion_length": 16, "max_steps": 2,
+                              "batch_size": 4, "max_completion_length": 16, "max_steps": 2,
                               "learning_rate": 1e-4}, subset_size=4)
     assert train_run(run_id) == "succeeded"
     by_step = metrics(run_id)

@@ -1,8 +1,9 @@
 import { ApiError, api, download } from "../api.js";
 import { h, replace } from "../dom.js";
 import {
-  badge, card, clearError, debounce, emptyState, field, fmt, notify, renderFigure, reportError, select, stat,
+  badge, card, clearError, debounce, emptyState, field, fmt, notify, renderFigure, reportError, select, statusBadge,
 } from "../ui.js";
+import { trainingForm } from "../training.js";
 import { difficultyBar, fetchPool } from "./pool.js";
 
 export const STRATEGIES = [
@@ -16,6 +17,8 @@ export const STRATEGIES = [
 ];
 const KINDS = [["count", "count"], ["fraction", "fraction"], ["money", "money"]];
 const EXPORTS = ["jsonl", "csv", "parquet"];
+// POST /api/experiments' default strategies: every one but band, which needs its limits chosen.
+const EXPERIMENT_DEFAULTS = new Set(["hard", "easy", "medium", "random", "base_wrong", "learnable"]);
 
 export async function renderPlanner(ctx, probeId) {
   const state = { probe: null, pool: null, seq: 0, last: null };
@@ -91,6 +94,27 @@ export async function renderPlanner(ctx, probeId) {
   const frozen = h("div", { id: "frozen-subset", "data-testid": "frozen-subset", hidden: true });
   const subsetList = h("div", { id: "subset-list" }, emptyState("Loading…"));
 
+  // ---------- training inputs (shared by experiments and single runs) ----------
+  const training = trainingForm(ctx);
+  const strategyChecks = h("div", { class: "checks", id: "experiment-strategies", "data-testid": "experiment-strategies" },
+    STRATEGIES.map(([name, label]) => h("label", { class: "check" },
+      h("input", { type: "checkbox", name: "experiment-strategy", value: name, checked: EXPERIMENT_DEFAULTS.has(name) }),
+      h("span", null, label))));
+  const experimentName = h("input", { type: "text", id: "experiment-name", "data-testid": "experiment-name", placeholder: "optional" });
+  const launchButton = h("button", { type: "button", id: "launch-experiment", "data-testid": "launch-experiment", class: "btn btn-primary" }, "Launch experiment");
+  const experimentList = h("div", { id: "probe-experiments" });
+  const launchCard = card("Launch experiment", {
+    id: "launch-card",
+    subtitle: "One subset per strategy at the budget above (band uses its limits), one GRPO run each, compared side by side. "
+      + "“Train on this subset” uses the same training settings.",
+  },
+  h("div", { class: "stack" },
+    field("Strategies", strategyChecks),
+    training.element,
+    h("div", { class: "grid grid-3" }, field("Experiment name", experimentName), h("div"), h("div")),
+    h("div", { class: "row" }, launchButton)),
+  experimentList);
+
   const head = h("div", { class: "page-head" },
     h("p", { class: "crumbs" }, h("a", { href: "#/pools" }, "Pools"), " / ",
       h("a", { href: "#/pools", id: "crumb-pool" }, "pool"), " / ", h("span", null, `planner`)),
@@ -108,6 +132,7 @@ export async function renderPlanner(ctx, probeId) {
         card("Preview", { actions: updating }, headline, warning, figure),
         card("Strategies at this budget", { subtitle: "Same N for every strategy. Click a row to switch to it." }, comparison),
         card("Picked prompts", { id: "picked-card" }, picked))),
+    launchCard,
     card("Frozen subsets of this probe", { id: "subsets-card" }, subsetList));
 
   // ---------- preview ----------
@@ -248,7 +273,62 @@ export async function renderPlanner(ctx, probeId) {
       h("div", { class: "frozen-head" }, badge("frozen", "ok"), h("span", { class: "strong", id: "frozen-name" }, subset.name), h("span", { class: "muted" }, ` · subset #${subset.id}`)),
       h("p", { class: "muted small" },
         `${fmt.int(subset.n)} prompts · ${subset.strategy} · predicted learnable share ${fmt.pct(subset.predicted_learnable_share)} · mean pass rate ${fmt.num(subset.mean_pass_rate)}`),
-      exportButtons(subset, true)));
+      exportButtons(subset, true),
+      h("div", { class: "row train-row" }, trainButton(subset))));
+  }
+
+  function trainButton(subset) {
+    const button = h("button", { type: "button", id: "train-subset", "data-testid": "train-subset", class: "btn btn-primary btn-small" }, "Train on this subset");
+    button.addEventListener("click", async () => {
+      button.disabled = true;
+      try {
+        const run = await api("/api/runs", { method: "POST", json: { subset_id: subset.id, preset: training.preset(), settings: training.settings() } });
+        notify(`Run #${run.id} queued.`);
+        location.hash = `#/runs/${run.id}`;
+      } catch (err) {
+        reportError(err);
+      } finally {
+        button.disabled = false;
+      }
+    });
+    return button;
+  }
+
+  // ---------- experiments ----------
+  launchButton.addEventListener("click", async () => {
+    const strategies = [...strategyChecks.querySelectorAll("input:checked")].map((input) => input.value);
+    if (!strategies.length) {
+      reportError(new Error("Pick at least one strategy to compare."));
+      return;
+    }
+    const b = body();
+    const json = {
+      probe_id: b.probe_id, budget: b.budget, strategies, name: experimentName.value.trim() || null,
+      preset: training.preset(), settings: training.settings(), band_low: b.band_low, band_high: b.band_high,
+    };
+    launchButton.disabled = true;
+    try {
+      const experiment = await api("/api/experiments", { method: "POST", json });
+      notify(`Experiment #${experiment.id} launched with ${experiment.runs ? experiment.runs.length : strategies.length} runs.`);
+      location.hash = `#/experiments/${experiment.id}`;
+    } catch (err) {
+      reportError(err);
+    } finally {
+      launchButton.disabled = false;
+    }
+  });
+
+  async function loadExperiments() {
+    try {
+      const experiments = await api(`/api/experiments?probe_id=${encodeURIComponent(probeId)}`);
+      if (!ctx.alive || !experiments.length) return;
+      replace(experimentList, h("h3", null, "Experiments on this probe"),
+        h("ul", { class: "link-list" }, experiments.map((x) => h("li", null,
+          h("a", { href: `#/experiments/${x.id}` }, x.name || `Experiment #${x.id}`), " ", statusBadge(x.status),
+          h("span", { class: "muted small" }, ` ${fmt.int(x.n)} prompts · ${(x.strategies || []).join(", ")} · ${fmt.date(x.created_at)}`)))));
+    } catch (err) {
+      reportError(err);
+    }
   }
 
   async function loadSubsets() {
@@ -304,6 +384,7 @@ export async function renderPlanner(ctx, probeId) {
   }
   if (!touched) preview();  // otherwise the user's edit already scheduled one
   loadSubsets();
+  loadExperiments();
 }
 
 function fact(label, value) {

@@ -15,6 +15,8 @@ const TASK_TYPES = [["auto", "auto (from the preset or answers)"], ["numeric", "
 export function renderPools(ctx) {
   const list = h("div", { id: "pool-list" }, emptyState("Loading pools…"));
   const demoButton = h("button", { type: "button", id: "demo-button", "data-testid": "demo-button", class: "btn btn-primary" }, "Create demo pool");
+  // A second, disjoint set of demo problems to evaluate training runs on.
+  const heldOutButton = h("button", { type: "button", id: "demo-heldout-button", "data-testid": "demo-heldout-button", class: "btn btn-ghost" }, "Add held-out demo pool");
 
   async function refresh() {
     try {
@@ -56,18 +58,20 @@ export function renderPools(ctx) {
         }, "Delete"))))));
   }
 
-  demoButton.addEventListener("click", async () => {
-    demoButton.disabled = true;
+  async function createDemo(button, json) {
+    button.disabled = true;
     try {
-      const pool = await api("/api/pools/demo", { method: "POST" });
+      const pool = await api("/api/pools/demo", { method: "POST", json });
       notify(`Created demo pool "${pool.name}" with ${pool.prompt_count} prompts.`);
       await refresh();
     } catch (err) {
       reportError(err);
     } finally {
-      demoButton.disabled = false;
+      button.disabled = false;
     }
-  });
+  }
+  demoButton.addEventListener("click", () => createDemo(demoButton));
+  heldOutButton.addEventListener("click", () => createDemo(heldOutButton, { held_out: true }));
 
   // Upload form
   const fileInput = h("input", { type: "file", id: "upload-file", name: "file", required: true, accept: ".jsonl,.json,.csv,.parquet,.ndjson" });
@@ -141,7 +145,7 @@ export function renderPools(ctx) {
     h("div", { class: "page-head" },
       h("h1", null, "Prompt pools"),
       h("p", { class: "lead" }, "A pool is the set of prompts you could pay to label or train on. Probe a model on it to see which prompts are hard.")),
-    card("Pools", { actions: demoButton }, list),
+    card("Pools", { actions: [heldOutButton, demoButton] }, list),
     card("Upload a pool", { subtitle: "One prompt per row. Gold answers are optional: without them Budgetlab scores difficulty by answer agreement." }, form));
   refresh();
 }

@@ -1,0 +1,87 @@
+"""Comparing training runs: summaries of a run's logged metrics and the least-squares fit of accuracy
+gain on learnable % (the paper's Figure 3). Pure: plain numbers in, plain numbers out.
+
+Definitions (also in docs/design.md):
+- base accuracy: ``eval/accuracy`` at step 0 (the adapter starts as a no-op, so this is the base model);
+- final accuracy: ``eval/accuracy`` at the run's last evaluated step after step 0;
+- learnable %: the share of training steps with non-zero within-group reward std (``learnable_share > 0``),
+  in percent;
+- measured learnable share: the mean over steps of ``learnable_share = 1 - frac_reward_zero_std``, the
+  share of prompt groups with mixed rewards, comparable to the probe's predicted learnable share. With
+  one prompt per step the two are the same number (one as a percentage).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+ACCURACY = "eval/accuracy"
+LEARNABLE = "learnable_share"
+
+
+@dataclass(frozen=True)
+class Fit:
+    slope: float | None
+    intercept: float | None
+    r2: float | None
+    n_points: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def linear_fit(xs: list[float], ys: list[float]) -> Fit:
+    """Ordinary least squares y = intercept + slope·x and its R² = 1 − SS_res / SS_tot.
+
+    Undefined parts are None: the line needs two distinct x values, R² needs the ys to vary."""
+    if len(xs) != len(ys):
+        raise ValueError(f"xs and ys differ in length ({len(xs)} vs {len(ys)})")
+    n = len(xs)
+    if n < 2:
+        return Fit(None, None, None, n)
+    mean_x, mean_y = math.fsum(xs) / n, math.fsum(ys) / n
+    sxx = math.fsum((x - mean_x) ** 2 for x in xs)
+    if sxx == 0:
+        return Fit(None, None, None, n)
+    sxy = math.fsum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True))
+    slope = sxy / sxx
+    intercept = mean_y - slope * mean_x
+    ss_tot = math.fsum((y - mean_y) ** 2 for y in ys)
+    ss_res = math.fsum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys, strict=True))
+    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else None
+    return Fit(slope, intercept, r2, n)
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    base_accuracy: float | None
+    final_accuracy: float | None
+    gain: float | None
+    learnable_pct: float | None
+    measured_learnable_share: float | None
+    steps: int
+
+
+def summarize_run(series: dict[str, dict[str, list]]) -> RunSummary:
+    """A run's comparison numbers from its metric series ({key: {"steps", "values"}})."""
+    accuracy = dict(zip(series.get(ACCURACY, {}).get("steps", []), series.get(ACCURACY, {}).get("values", []),
+                        strict=True))
+    base = accuracy.get(0)
+    later = [step for step in accuracy if step > 0]
+    final = accuracy[max(later)] if later else None
+    shares = [v for s, v in zip(series.get(LEARNABLE, {}).get("steps", []),
+                                series.get(LEARNABLE, {}).get("values", []), strict=True) if s > 0]
+    learnable_pct = 100.0 * sum(1 for v in shares if v > 0) / len(shares) if shares else None
+    measured = math.fsum(shares) / len(shares) if shares else None
+    gain = final - base if final is not None and base is not None else None
+    return RunSummary(base, final, gain, learnable_pct, measured, len(shares))
+
+
+def running_mean(values: list[float]) -> list[float]:
+    """The mean of values[:i+1] for every i: a readable curve of a 0/1-valued per-step share."""
+    out, total = [], 0.0
+    for i, value in enumerate(values, start=1):
+        total += value
+        out.append(total / i)
+    return out

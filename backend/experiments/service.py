@@ -1,0 +1,182 @@
+"""Experiments: one budget on one probe, a frozen subset and a training run per strategy with the same
+settings and seed; and their comparison. The caller commits, then enqueues the runs."""
+
+from __future__ import annotations
+
+import re
+
+from sqlmodel import Session, select
+
+from backend.charts import gain_scatter, line_chart
+from backend.curation.strategies import STRATEGIES
+from backend.database import get_or_404
+from backend.errors import AppError
+from backend.experiments.comparison import ACCURACY, LEARNABLE, linear_fit, running_mean, summarize_run
+from backend.experiments.schemas import CompareRow, Comparison, ExperimentCreate, ExperimentRead
+from backend.experiments.tables import Experiment
+from backend.jobs.service import request_cancel
+from backend.jobs.tables import FINISHED, JobStatus
+from backend.pools.tables import Pool
+from backend.probes.service import get_probe, require_finished
+from backend.runs import service as runs
+from backend.runs.schemas import RunRead
+from backend.runs.tables import Run
+from backend.subsets.schemas import SubsetCreate
+from backend.subsets.service import freeze
+from backend.subsets.tables import Subset
+
+OOD_KEY = re.compile(r"^ood/(\d+)/(base_)?pass@(\d+)$")
+
+
+def check_strategies(strategies: list[str]) -> list[str]:
+    unknown = [s for s in strategies if s not in STRATEGIES]
+    if unknown or not strategies:
+        what = f"Unknown strategy {', '.join(map(repr, unknown))}" if unknown else "No strategy chosen"
+        raise AppError(422, f"{what}; choose from: {', '.join(STRATEGIES)}.", details={"allowed": list(STRATEGIES)})
+    if len(set(strategies)) != len(strategies):
+        raise AppError(422, f"A strategy is listed twice ({', '.join(strategies)}); list each once.")
+    return strategies
+
+
+def create_experiment(session: Session, body: ExperimentCreate) -> tuple[Experiment, list[Run]]:
+    """Freeze one subset per strategy (same budget, seed and G = num_generations), then one run each."""
+    strategies = check_strategies(body.strategies)
+    settings = runs.resolve_settings(body.preset, body.settings)
+    probe = get_probe(session, body.probe_id)
+    require_finished(session, probe)
+    pool = session.get(Pool, probe.pool_id)
+    experiment = Experiment(name="", probe_id=probe.id, pool_id=probe.pool_id, budget_kind=body.budget.kind,
+                            budget_value=body.budget.value, cost_per_prompt=body.budget.cost_per_prompt, n=0,
+                            strategies=strategies, settings=settings.model_dump(mode="json"),
+                            band_low=body.band_low if "band" in strategies else None,
+                            band_high=body.band_high if "band" in strategies else None)
+    session.add(experiment)
+    session.flush()
+    created = []
+    for strategy in strategies:
+        subset = freeze(session, SubsetCreate(
+            probe_id=probe.id, strategy=strategy, budget=body.budget, group_size=settings.num_generations,
+            band_low=body.band_low, band_high=body.band_high, seed=settings.seed,
+            name=f"experiment {experiment.id}: {strategy}"))
+        if subset.n == 0:
+            raise AppError(422, f"Strategy '{strategy}' picks no prompt of probe {probe.id} at this budget (for "
+                                "base_wrong: the model's first answer is right everywhere; for band: no pass rate "
+                                "in the band). Leave it out of the experiment.")
+        experiment.n = max(experiment.n, subset.n_requested)
+        created.append(runs.create_run(session, subset.id, settings, experiment_id=experiment.id))
+    experiment.name = body.name or f"{pool.name if pool else 'pool'} · N={experiment.n} · {len(strategies)} strategies"
+    session.add(experiment)
+    session.flush()
+    return experiment, created
+
+
+def get_experiment(session: Session, experiment_id: int) -> Experiment:
+    return get_or_404(session, Experiment, experiment_id)
+
+
+def list_experiments(session: Session, probe_id: int | None = None) -> list[Experiment]:
+    query = select(Experiment).order_by(Experiment.id.desc())
+    if probe_id is not None:
+        query = query.where(Experiment.probe_id == probe_id)
+    return list(session.exec(query))
+
+
+def aggregate_status(statuses: list[str]) -> str:
+    """One word for the experiment: the runs' common status, running while any is under way, else mixed."""
+    if not statuses:
+        return JobStatus.queued.value
+    if len(set(statuses)) == 1:
+        return statuses[0]
+    unfinished = [s for s in statuses if JobStatus(s) not in FINISHED]
+    if unfinished:
+        return JobStatus.queued.value if set(statuses) == {JobStatus.queued.value} else JobStatus.running.value
+    return "mixed"
+
+
+def experiment_read(session: Session, experiment: Experiment) -> ExperimentRead:
+    run_reads = [RunRead.of(session, run) for run in reversed(runs.list_runs(session, experiment_id=experiment.id))]
+    return ExperimentRead(
+        id=experiment.id, name=experiment.name, probe_id=experiment.probe_id, pool_id=experiment.pool_id,
+        budget={"kind": experiment.budget_kind, "value": experiment.budget_value,
+                "cost_per_prompt": experiment.cost_per_prompt},
+        n=experiment.n, strategies=experiment.strategies, settings=experiment.settings,
+        status=aggregate_status([r.job.status for r in run_reads]), created_at=experiment.created_at,
+        runs=run_reads)
+
+
+def cancel_experiment(session: Session, experiment: Experiment) -> None:
+    for run in runs.list_runs(session, experiment_id=experiment.id):
+        job = runs.run_job(session, run)
+        if JobStatus(job.status) not in FINISHED:
+            request_cancel(session, job)
+
+
+def _ood_columns(session: Session, series: dict[str, dict[str, list]]) -> tuple[dict[str, float], dict[str, float]]:
+    trained, base = {}, {}
+    for key, values in series.items():
+        match = OOD_KEY.match(key)
+        if not match or not values["values"]:
+            continue
+        pool = session.get(Pool, int(match.group(1)))
+        label = f"{pool.name if pool else 'pool ' + match.group(1)} pass@{match.group(3)}"
+        (base if match.group(2) else trained)[label] = values["values"][-1]
+    return trained, base
+
+
+def compare(session: Session, experiment: Experiment) -> Comparison:
+    rows, accuracy_lines, learnable_lines = [], [], []
+    for run in reversed(runs.list_runs(session, experiment_id=experiment.id)):
+        row, series = _compare_row(session, run)
+        rows.append(row)
+        acc = series.get(ACCURACY, {"steps": [], "values": []})
+        accuracy_lines.append((row.strategy, acc["steps"], acc["values"]))
+        share = series.get(LEARNABLE, {"steps": [], "values": []})
+        learnable_lines.append((row.strategy, share["steps"], running_mean(share["values"])))
+    points, scatter_runs = _scatter_points(session, experiment, rows)
+    fit = linear_fit([p["x"] for p in points], [p["y"] for p in points])
+    figures = {
+        "eval_accuracy": line_chart("Evaluation accuracy over steps (step 0 = base model)", "accuracy",
+                                    accuracy_lines, y_range=[0, 1.05]),
+        "learnable_share": line_chart("Measured learnable share over steps (running mean)", "learnable share",
+                                      learnable_lines, y_range=[0, 1.05]),
+        "scatter": gain_scatter(points, fit.as_dict()),
+    }
+    return Comparison(experiment_id=experiment.id, figures=figures, fit=fit.as_dict(), table=rows,
+                      scatter_runs=scatter_runs)
+
+
+def _compare_row(session: Session, run: Run) -> tuple[CompareRow, dict]:
+    series = runs.metric_series(session, run.id)
+    summary = summarize_run(series)
+    subset = session.get(Subset, run.subset_id)
+    ood, ood_base = _ood_columns(session, series)
+    row = CompareRow(
+        run_id=run.id, experiment_id=run.experiment_id, strategy=subset.strategy,
+        status=runs.run_job(session, run).status,
+        n=subset.n, base_accuracy=summary.base_accuracy, final_accuracy=summary.final_accuracy, gain=summary.gain,
+        learnable_pct=summary.learnable_pct, predicted_learnable_share=subset.predicted_learnable_share,
+        measured_learnable_share=summary.measured_learnable_share, ood=ood, ood_base=ood_base, subset_id=subset.id,
+        seed=run.seed, settings=run.settings, library_versions=run.library_versions)
+    return row, series
+
+
+def _scatter_points(session: Session, experiment: Experiment, rows: list[CompareRow]) -> tuple[list[dict], list[int]]:
+    """Succeeded runs with a gain and a learnable %: this experiment's, and those of earlier experiments on
+    the same pool evaluated on the same pool (gains on different evaluation sets are not comparable)."""
+    eval_pool = experiment.settings.get("eval_pool_id")
+    others = session.exec(select(Experiment.id).where(Experiment.pool_id == experiment.pool_id,
+                                                      Experiment.id != experiment.id)).all()
+    candidates = [(row, f"{row.strategy}") for row in rows]
+    for other_id in others:
+        other = session.get(Experiment, other_id)
+        if other.settings.get("eval_pool_id") != eval_pool:
+            continue
+        for run in runs.list_runs(session, experiment_id=other_id):
+            row, _ = _compare_row(session, run)
+            candidates.append((row, f"exp {other_id}: {row.strategy}"))
+    points, ids = [], []
+    for row, label in candidates:
+        if row.status == JobStatus.succeeded.value and row.gain is not None and row.learnable_pct is not None:
+            points.append({"x": row.learnable_pct, "y": row.gain, "label": label})
+            ids.append(row.run_id)
+    return points, ids

@@ -1,0 +1,109 @@
+"""Runs API: launch a GRPO run on a frozen subset, read it with its job, metrics, figures and downloads.
+Cancelling goes through POST /jobs/{job_id}/cancel like every job."""
+
+import os
+from pathlib import Path
+
+from fastapi import APIRouter, BackgroundTasks
+from fastapi.responses import FileResponse, Response
+
+from backend.database import SessionDep
+from backend.errors import AppError
+from backend.runs import service
+from backend.runs.downloads import adapter_zip, metrics_csv, trl_config
+from backend.runs.figures import FIGURE_KEYS, run_figures
+from backend.runs.schemas import RunCreate, RunMetrics, RunRead
+from backend.runs.settings import PRESETS, TrainingSettings, preset
+from worker.celery_app import enqueue
+from worker.training_task import TRAIN_TASK
+
+router = APIRouter(tags=["runs"])
+
+
+def launch(session, runs) -> None:
+    """Commit the runs, then send one task per run (ids only). A broker failure fails the runs' jobs (503)."""
+    from backend.jobs.service import fail_unless_finished
+
+    session.commit()
+    try:
+        for run in runs:
+            enqueue(TRAIN_TASK, run.id)
+    except Exception as exc:
+        message = f"Could not queue the training run: the task broker is unreachable ({exc}). Start it and retry."
+        for run in runs:
+            fail_unless_finished(session, run.job_id, message)
+        session.commit()
+        raise AppError(503, message) from exc
+
+
+@router.get("/training/presets")
+def training_presets() -> dict:
+    return {"presets": {name: preset(name).model_dump(mode="json") for name in PRESETS},
+            "defaults": TrainingSettings().model_dump(mode="json")}
+
+
+@router.post("/runs", status_code=201)
+def create_run(body: RunCreate, session: SessionDep) -> RunRead:
+    run = service.create_run(session, body.subset_id, body.settings, preset=body.preset)
+    launch(session, [run])
+    return RunRead.of(session, run)
+
+
+@router.get("/runs")
+def list_runs(session: SessionDep, experiment_id: int | None = None, subset_id: int | None = None) -> list[RunRead]:
+    service.fail_lost_runs(session)
+    return [RunRead.of(session, run) for run in service.list_runs(session, experiment_id=experiment_id,
+                                                                  subset_id=subset_id)]
+
+
+@router.get("/runs/{run_id}")
+def get_run(run_id: int, session: SessionDep) -> RunRead:
+    service.fail_lost_runs(session)
+    return RunRead.of(session, service.get_run(session, run_id))
+
+
+@router.get("/runs/{run_id}/metrics")
+def run_metrics(run_id: int, session: SessionDep, keys: str | None = None) -> RunMetrics:
+    service.get_run(session, run_id)
+    wanted = [key.strip() for key in keys.split(",") if key.strip()] if keys else None
+    series = service.metric_series(session, run_id, wanted)
+    return RunMetrics(run_id=run_id, keys=sorted(series), series=series)
+
+
+@router.get("/runs/{run_id}/figures")
+def run_figures_(run_id: int, session: SessionDep) -> dict:
+    service.get_run(session, run_id)
+    return {"figures": run_figures(service.metric_series(session, run_id, FIGURE_KEYS))}
+
+
+@router.get("/runs/{run_id}/metrics.csv")
+def run_metrics_csv(run_id: int, session: SessionDep) -> Response:
+    service.get_run(session, run_id)
+    return Response(metrics_csv(service.metric_series(session, run_id)), media_type="text/csv",
+                    headers={"Content-Disposition": f'attachment; filename="run-{run_id}-metrics.csv"'})
+
+
+@router.get("/runs/{run_id}/config")
+def run_config(run_id: int, session: SessionDep) -> Response:
+    import json
+
+    config = trl_config(service.get_run(session, run_id))
+    return Response(json.dumps(config, indent=2), media_type="application/json",
+                    headers={"Content-Disposition": f'attachment; filename="run-{run_id}-trl-config.json"'})
+
+
+@router.get("/runs/{run_id}/adapter")
+def run_adapter(run_id: int, session: SessionDep, background: BackgroundTasks) -> FileResponse:
+    run = service.get_run(session, run_id)
+    job = service.run_job(session, run)
+    if run.adapter_path is None:
+        raise AppError(409, f"Run {run_id} has no adapter yet (its job is {job.status}); the LoRA adapter is saved "
+                            "when training succeeds.")
+    adapter = Path(run.adapter_path)
+    if not adapter.is_dir():
+        raise AppError(410, f"Run {run_id}'s adapter is missing from the artifact store ({adapter}); it was deleted "
+                            "or the store moved. Train the run again to get a new one.")
+    path = adapter_zip(adapter)
+    background.add_task(os.remove, path)
+    return FileResponse(path, media_type="application/zip",
+                        headers={"Content-Disposition": f'attachment; filename="run-{run_id}-adapter.zip"'})

@@ -1,0 +1,186 @@
+// One experiment: a run per strategy at the same budget, and their comparison
+// (learning curves, accuracy gain against learnable %, the summary table).
+import { api } from "../api.js";
+import { h, replace } from "../dom.js";
+import {
+  ACTIVE_STATUSES, card, emptyState, fmt, notify, renderFigure, reportError, startPolling, statusBadge,
+} from "../ui.js";
+import { kvTable } from "./run.js";
+
+export async function renderExperiment(ctx, experimentId) {
+  const state = { experiment: null, tableJson: "", openDetails: new Set() };
+
+  // ---------- skeleton ----------
+  const title = h("h1", { id: "experiment-name" }, `Experiment #${experimentId}`);
+  const facts = h("div", { class: "facts", id: "experiment-facts" });
+  const status = h("span", { id: "experiment-status", "data-testid": "experiment-status", "data-status": "" });
+  const cancel = h("button", { type: "button", id: "experiment-cancel", "data-testid": "experiment-cancel", class: "btn btn-ghost btn-small btn-danger", hidden: true }, "Cancel all runs");
+  const runsBox = h("div", { id: "experiment-runs-box" }, emptyState("Loading runs…"));
+  const r2 = h("p", { id: "compare-r2", "data-testid": "compare-r2", class: "fit-line" }, "–");
+  const plots = {
+    eval_accuracy: h("div", { id: "compare-eval-accuracy", "data-testid": "compare-eval-accuracy", class: "plot plot-small" }),
+    learnable_share: h("div", { id: "compare-learnable-share", "data-testid": "compare-learnable-share", class: "plot plot-small" }),
+    scatter: h("div", { id: "compare-scatter", "data-testid": "compare-scatter", class: "plot plot-small" }),
+  };
+  const tableBox = h("div", { id: "compare-table-box" }, emptyState("Loading the comparison…"));
+
+  ctx.root.append(
+    h("div", { class: "page-head" },
+      h("p", { class: "crumbs" }, h("a", { href: "#/experiments" }, "Experiments"), " / ", h("span", null, `#${experimentId}`)),
+      h("div", { class: "title-row" }, title, status),
+      facts),
+    card("Runs", { id: "experiment-runs-card", actions: cancel, subtitle: "One GRPO run per strategy, on subsets of the same size." }, runsBox),
+    card("Comparison", { id: "compare-card", subtitle: "Does the share of steps with mixed rewards explain the accuracy gain?" },
+      h("div", { class: "chart-grid" }, plots.eval_accuracy, plots.learnable_share),
+      h("div", { class: "chart-grid" }, plots.scatter, h("div", { class: "fit-box" }, h("h3", null, "Gain ~ learnable %"), r2,
+        h("p", { class: "muted small" }, "Least-squares line of the accuracy gain on the learnable % of each run "
+          + "(Hard Examples Are All You Need reports R² = 0.66)."))),
+      h("h3", null, "Summary"),
+      tableBox));
+
+  cancel.addEventListener("click", async () => {
+    cancel.disabled = true;
+    try {
+      showExperiment(await api(`/api/experiments/${experimentId}/cancel`, { method: "POST" }));
+      notify("Cancel requested for every unfinished run.");
+    } catch (err) {
+      reportError(err);
+    } finally {
+      cancel.disabled = false;
+    }
+  });
+
+  // ---------- experiment and its runs ----------
+  function showExperiment(x) {
+    state.experiment = x;
+    title.textContent = x.name || `Experiment #${x.id}`;
+    status.dataset.status = x.status;
+    replace(status, statusBadge(x.status));
+    const runs = x.runs || [];
+    cancel.hidden = !runs.some((r) => ACTIVE_STATUSES.has(r.job.status));
+    replace(facts,
+      fact("Probe", h("a", { href: `#/planner/${x.probe_id}` }, `#${x.probe_id}`)),
+      fact("Pool", h("a", { href: `#/pools/${x.pool_id}` }, `#${x.pool_id}`)),
+      fact("Budget", budgetText(x.budget)),
+      fact("Prompts per run", fmt.int(x.n)),
+      fact("Model", (x.settings && x.settings.model) || "–"),
+      fact("Steps", (x.settings && x.settings.max_steps) ?? "–"),
+      fact("Created", fmt.date(x.created_at)));
+    replace(runsBox, runs.length === 0 ? emptyState("This experiment has no runs.")
+      : h("div", { class: "table-scroll" }, h("table", { class: "table", id: "experiment-runs", "data-testid": "experiment-runs" },
+        h("thead", null, h("tr", null, h("th", null, "Run"), h("th", null, "Strategy"), h("th", null, "Subset"),
+          h("th", null, "Status"), h("th", null, "Progress"), h("th", null, "Note"))),
+        h("tbody", null, runs.map((run) => h("tr", { "data-run-id": run.id, "data-status": run.job.status },
+          h("td", null, h("a", { href: `#/runs/${run.id}`, class: "strong run-link", "data-testid": `run-link-${run.id}` }, `#${run.id}`)),
+          h("td", null, run.strategy || "–"),
+          h("td", { class: "muted" }, `${run.subset_name || ""} #${run.subset_id}`),
+          h("td", null, statusBadge(run.job.status)),
+          h("td", { class: "nowrap" }, progressCell(run.job)),
+          h("td", { class: "muted small" }, run.job.status === "failed" ? (run.job.error || "failed") : (run.job.message || ""))))))));
+  }
+
+  // ---------- comparison ----------
+  function renderCompare(cmp) {
+    const figures = cmp.figures || {};
+    for (const [key, container] of Object.entries(plots)) renderFigure(container, figures[key]);
+    r2.textContent = fitText(cmp.fit || {});
+    const rows = cmp.table || [];
+    const json = JSON.stringify(rows);
+    if (json === state.tableJson) return;  // keep open expanders and the scroll position while polling
+    state.tableJson = json;
+    replace(tableBox, rows.length === 0 ? emptyState("No runs to compare yet.") : compareTable(rows));
+  }
+
+  function compareTable(rows) {
+    return h("div", { class: "table-scroll" }, h("table", { class: "table", id: "compare-table", "data-testid": "compare-table" },
+      h("thead", null, h("tr", null,
+        h("th", null, "Strategy"), h("th", { class: "num" }, "N"), h("th", { class: "num" }, "Base acc"),
+        h("th", { class: "num" }, "Final acc"), h("th", { class: "num" }, "Gain"),
+        h("th", { class: "num", title: "Share of training steps with mixed rewards in some group" }, "Learnable %"),
+        h("th", { class: "num", title: "Predicted from the probe vs measured during training (mean over steps)" }, "Learnable share: predicted / measured"),
+        h("th", null, "OOD pass@k"), h("th", null, "Reproduce"))),
+      h("tbody", null, rows.map((row) => h("tr", { "data-run-id": row.run_id, "data-strategy": row.strategy },
+        h("td", { class: "nowrap" }, h("a", { href: `#/runs/${row.run_id}`, class: "strong" }, row.strategy), " ", statusBadge(row.status)),
+        h("td", { class: "num" }, fmt.int(row.n)),
+        h("td", { class: "num" }, fmt.pct(row.base_accuracy)),
+        h("td", { class: "num" }, fmt.pct(row.final_accuracy)),
+        h("td", { class: `num ${gainClass(row.gain)}`.trim() }, gainText(row.gain)),
+        h("td", { class: "num" }, row.learnable_pct == null ? "–" : `${fmt.num(row.learnable_pct, 0)}%`),
+        h("td", { class: "num nowrap" }, `${fmt.pct(row.predicted_learnable_share)} / ${fmt.pct(row.measured_learnable_share)}`),
+        h("td", { class: "small" }, oodText(row.ood)),
+        h("td", null, reproduce(row)))))));
+  }
+
+  function reproduce(row) {
+    const details = h("details", { class: "reproduce", open: state.openDetails.has(row.run_id) },
+      h("summary", null, "details"),
+      kvTable(`reproduce-${row.run_id}`, [
+        ["subset_id", row.subset_id], ["seed", row.seed],
+        ...Object.entries(row.settings || {}).map(([k, v]) => [k, typeof v === "object" && v !== null ? JSON.stringify(v) : v]),
+        ...Object.entries(row.library_versions || {}),
+      ]));
+    details.addEventListener("toggle", () => {
+      if (details.open) state.openDetails.add(row.run_id);
+      else state.openDetails.delete(row.run_id);
+    });
+    return details;
+  }
+
+  // ---------- polling ----------
+  async function tick() {
+    const experiment = await api(`/api/experiments/${experimentId}`);
+    if (!ctx.alive) return false;
+    showExperiment(experiment);
+    // Compared after the runs were read: once they all read finished, this includes their last steps.
+    const cmp = await api(`/api/experiments/${experimentId}/compare`);
+    if (!ctx.alive) return false;
+    renderCompare(cmp);
+    return (experiment.runs || []).some((r) => ACTIVE_STATUSES.has(r.job.status));
+  }
+  startPolling(ctx, tick, 2000);
+}
+
+function fact(label, value) {
+  return h("div", { class: "fact" }, h("span", { class: "fact-label" }, label), h("span", { class: "fact-value" }, value));
+}
+
+function progressCell(job) {
+  const done = job.progress_done ?? 0;
+  const total = job.progress_total ?? 0;
+  const share = total > 0 ? Math.min(1, done / total) : 0;
+  return h("span", { class: "share-cell" },
+    h("span", { class: "diff-track wide" }, h("span", { class: "diff-fill share", style: { width: `${Math.round(share * 100)}%` } })),
+    h("span", { class: "muted small" }, `${fmt.int(done)} / ${fmt.int(total)}`));
+}
+
+export function budgetText(budget) {
+  if (!budget) return "–";
+  if (budget.kind === "money") return `${budget.value} at ${budget.cost_per_prompt} / prompt`;
+  if (budget.kind === "fraction") return `${fmt.pct(budget.value, 0)} of the pool`;
+  return `${budget.value} prompts`;
+}
+
+function fitText(fit) {
+  if (fit.r2 == null) {
+    return fit.n_points >= 2 ? `R² undefined (${fit.n_points} runs; the gains or learnable % do not vary yet)`
+      : "R² needs at least two finished runs with an evaluation pool.";
+  }
+  return `R² = ${fmt.num(fit.r2)} · slope ${fmt.num(fit.slope * 100, 2)} accuracy points per learnable % · ${fit.n_points} runs`;
+}
+
+// Gains are accuracy differences (fractions): shown as signed percentage points.
+function gainText(gain) {
+  if (typeof gain !== "number") return "–";
+  return `${gain >= 0 ? "+" : "−"}${Math.abs(gain * 100).toFixed(1)} pts`;
+}
+
+function gainClass(gain) {
+  if (typeof gain !== "number" || gain === 0) return "";
+  return gain > 0 ? "gain-up" : "gain-down";
+}
+
+function oodText(ood) {
+  const entries = Object.entries(ood || {});
+  if (!entries.length) return "–";
+  return entries.map(([name, value]) => `${name}: ${fmt.pct(value)}`).join(" · ");
+}

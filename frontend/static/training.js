@@ -1,0 +1,127 @@
+// Training settings shared by the planner's "Launch experiment" and "Train on this subset":
+// preset, steps, model, evaluation pool and OOD pools. Only the fields shown here are sent as
+// overrides; everything else comes from the preset (GET /api/training/presets).
+import { api } from "./api.js";
+import { h, replace } from "./dom.js";
+import { field, reportError } from "./ui.js";
+
+const PRESET_NAMES = ["quick_cpu", "paper"];
+const NONE = "none";
+
+// Evaluating every ~5th step gives a curve without spending most of the run on evaluation.
+const evalEveryFor = (steps) => String(Math.max(1, Math.round(Number(steps || 0) / 5)));
+
+export function trainingForm(ctx) {
+  const state = { presets: {}, defaults: {}, touched: new Set() };
+
+  const preset = h("select", { id: "training-preset", "data-testid": "training-preset", name: "preset" },
+    PRESET_NAMES.map((name) => h("option", { value: name }, name)));
+  const steps = h("input", { type: "number", id: "training-steps", "data-testid": "training-steps", name: "max_steps", value: "30", min: "1", step: "1" });
+  const model = h("select", { id: "training-model", "data-testid": "training-model", name: "model" }, h("option", { value: "" }, "Loading models…"));
+  const evalPool = h("select", { id: "eval-pool", "data-testid": "eval-pool", name: "eval_pool_id" }, h("option", { value: NONE }, "none"));
+  const evalEvery = h("input", { type: "number", id: "eval-every", "data-testid": "eval-every", name: "eval_every", value: "0", min: "0", step: "1" });
+  const oodPools = h("select", { id: "ood-pools", "data-testid": "ood-pools", name: "ood_pool_ids", multiple: true, size: "3" });
+  const presetHint = h("span", { class: "field-hint", id: "training-preset-hint" });
+
+  // A value the user typed survives presets and lists that finish loading later.
+  for (const input of [steps, model, evalPool, evalEvery]) {
+    input.addEventListener("input", () => state.touched.add(input.id));
+    input.addEventListener("change", () => state.touched.add(input.id));
+  }
+
+  function current() {
+    return state.presets[preset.value] || state.defaults;
+  }
+
+  function applyPreset({ force } = {}) {
+    const p = current();
+    presetHint.textContent = p.max_steps ? describePreset(p) : "";
+    const set = (input, value) => {
+      if (value === undefined || value === null) return;
+      if (force || !state.touched.has(input.id)) input.value = String(value);
+    };
+    set(steps, p.max_steps);
+    if (p.model && [...model.options].some((o) => o.value === p.model)) set(model, p.model);
+    syncEvalEvery(force);
+  }
+
+  function syncEvalEvery(force) {
+    const evaluating = evalPool.value !== NONE;
+    evalEvery.disabled = !evaluating;
+    if (force || !state.touched.has(evalEvery.id)) {
+      const fromPreset = current().eval_every;
+      evalEvery.value = evaluating ? (fromPreset > 0 ? String(fromPreset) : evalEveryFor(steps.value)) : "0";
+    }
+  }
+
+  preset.addEventListener("change", () => {
+    for (const input of [steps, model, evalEvery]) state.touched.delete(input.id);
+    applyPreset({ force: true });
+  });
+  evalPool.addEventListener("change", () => syncEvalEvery(false));
+  steps.addEventListener("input", () => syncEvalEvery(false));
+
+  async function loadPresets() {
+    const info = await api("/api/training/presets");
+    state.presets = info.presets || {};
+    state.defaults = info.defaults || {};
+    const names = Object.keys(state.presets);
+    if (names.length) {
+      const chosen = preset.value;
+      replace(preset, names.map((name) => h("option", { value: name }, name)));
+      preset.value = names.includes(chosen) ? chosen : names[0];
+    }
+  }
+
+  async function loadModels() {
+    const models = await api("/api/models");
+    const chosen = model.value;
+    replace(model, models.map((m) => h("option", { value: m.name, title: m.description }, m.name)));
+    if (chosen) model.value = chosen;
+  }
+
+  async function loadPools() {
+    const pools = (await api("/api/pools")).filter((p) => p.has_answers);
+    const heldOut = pools.find((p) => /held-out/i.test(p.name));
+    replace(evalPool, h("option", { value: NONE }, "none"), pools.map((p) => h("option", { value: p.id }, poolLabel(p))));
+    if (!state.touched.has(evalPool.id)) evalPool.value = heldOut ? String(heldOut.id) : NONE;
+    replace(oodPools, pools.map((p) => h("option", { value: p.id }, poolLabel(p))));
+  }
+
+  const ready = Promise.all([loadPresets(), loadModels(), loadPools()])
+    .then(() => { if (ctx.alive) applyPreset(); })
+    .catch(reportError);
+
+  const element = h("div", { class: "stack", id: "training-form" },
+    h("div", { class: "grid grid-3" },
+      field("Preset", preset, { hint: presetHint }),
+      field("Max steps", steps, { hint: "Optimizer steps per run" }),
+      field("Model", model)),
+    h("div", { class: "grid grid-3" },
+      field("Evaluation pool", evalPool, { hint: "Accuracy on held-out prompts; step 0 is the base model" }),
+      field("Evaluate every", evalEvery, { hint: "steps (0: never)" }),
+      field("OOD pools", oodPools, { hint: "pass@k after training; Ctrl/⌘-click for several" })));
+
+  // Overrides of the preset for POST /api/runs and /api/experiments.
+  function settings() {
+    const evalId = evalPool.value === NONE ? null : Number(evalPool.value);
+    const out = {
+      max_steps: Number(steps.value),
+      eval_pool_id: evalId,
+      eval_every: evalId === null ? 0 : Number(evalEvery.value),
+      ood_pool_ids: [...oodPools.selectedOptions].map((o) => Number(o.value)),
+    };
+    if (model.value) out.model = model.value;
+    return out;
+  }
+
+  return { element, settings, preset: () => preset.value, ready };
+}
+
+function poolLabel(pool) {
+  return `${pool.name} (${pool.prompt_count})`;
+}
+
+function describePreset(p) {
+  return `${p.max_steps} steps · G = ${p.num_generations} · ${p.batch_size} completions/step · LoRA r ${p.lora_rank} · lr ${p.learning_rate}`;
+}
