@@ -158,13 +158,13 @@ def pool_import(
 
 @app.command()
 @_app_errors
-def demo() -> None:
+def demo(held_out: bool = typer.Option(False, help="Create the 60-problem held-out pool to evaluate on.")) -> None:
     """Create the demo pool: about 200 arithmetic word problems of graded difficulty."""
     from backend.pools.service import create_demo_pool
 
     _prepare()
     with _session() as session:
-        pool = create_demo_pool(session)
+        pool = create_demo_pool(session, held_out=held_out)
         typer.echo(f"Created demo pool {pool.id} ({pool.prompt_count} prompts, task type {pool.task_type}).")
 
 
@@ -211,10 +211,10 @@ def probe(
     typer.echo(f"Done: probe {probe_id}. Next: budgetlab preview {probe_id} --strategy hard --fraction 0.1")
 
 
-def _watch(job_id: int):
+def _watch(job_id: int, unit: str = "prompt"):
     from backend.jobs.tables import FINISHED, Job
 
-    with tqdm(unit="prompt", desc=f"job {job_id}") as bar:
+    with tqdm(unit=unit, desc=f"job {job_id}") as bar:
         while True:
             with _session() as session:
                 job = session.get(Job, job_id)
@@ -338,6 +338,139 @@ def export_subset(
                 for chunk in tqdm(chunks, unit="batch", desc="export"):
                     handle.write(chunk)
     typer.echo(f"Wrote {subset.n} rows to {output}")
+
+
+def _settings_overrides(pairs: list[str]) -> dict:
+    """--set key=value pairs; values are read as JSON where they parse (numbers, lists), else as text."""
+    import json
+
+    overrides = {}
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key.strip():
+            _fail(f"--set {pair!r}: write key=value, for example --set max_steps=20 or --set eval_pool_id=3.")
+        try:
+            overrides[key.strip()] = json.loads(raw)
+        except ValueError:
+            overrides[key.strip()] = raw
+    return overrides
+
+
+_TRAINING_OPTIONS = dict(
+    preset=typer.Option("quick_cpu", help="Training preset: quick_cpu or paper."),
+    set_=typer.Option([], "--set", help="Override a training setting: --set max_steps=20 (repeatable)."),
+    local=typer.Option(False, help="Train in this process instead of sending the runs to a worker."),
+)
+
+
+def _launch_runs(run_ids: list[int], local: bool) -> None:
+    """Queue the runs (ids only), or train them here one after another with a progress bar each."""
+    if not local:
+        from worker.celery_app import enqueue
+        from worker.training_task import TRAIN_TASK
+
+        for run_id in run_ids:
+            enqueue(TRAIN_TASK, run_id)
+        typer.echo("Queued on the gpu queue; a worker (budgetlab worker, or budgetlab serve) trains them.")
+
+
+def _train_and_watch(run_id: int, job_id: int, local: bool):
+    if local:
+        import threading
+
+        from worker.training import train_run
+
+        threading.Thread(target=train_run, args=(run_id,), daemon=True).start()
+    return _watch(job_id, unit="step")
+
+
+@app.command()
+@_app_errors
+def train(
+    subset_id: int,
+    preset: str = _TRAINING_OPTIONS["preset"],
+    set_: list[str] = _TRAINING_OPTIONS["set_"],
+    local: bool = _TRAINING_OPTIONS["local"],
+) -> None:
+    """Train a LoRA adapter with GRPO on a frozen subset and follow it to the end."""
+    from backend.runs.service import create_run
+
+    _prepare()
+    with _session() as session:
+        run = create_run(session, subset_id, _settings_overrides(set_), preset=preset)
+        run_id, job_id = run.id, run.job_id
+    typer.echo(f"Run {run_id} (job {job_id}) on subset {subset_id}.")
+    _launch_runs([run_id], local)
+    job = _train_and_watch(run_id, job_id, local)
+    if job.status != "succeeded":
+        _fail(f"Run {run_id} ended {job.status}: {job.error or job.message}")
+    typer.echo(f"Done: run {run_id}; adapter under {get_settings().artifacts / 'runs' / str(run_id) / 'adapter'}.")
+
+
+@app.command()
+@_app_errors
+def experiment(
+    probe_id: int,
+    strategies: str = typer.Option("hard,easy,medium,random,base_wrong,learnable",
+                                   help="Comma-separated strategies, one run each."),
+    count: int | None = _BUDGET_OPTIONS["count"],
+    fraction: float | None = _BUDGET_OPTIONS["fraction"],
+    money: float | None = _BUDGET_OPTIONS["money"],
+    cost_per_prompt: float | None = _BUDGET_OPTIONS["cost_per_prompt"],
+    name: str | None = typer.Option(None),
+    preset: str = _TRAINING_OPTIONS["preset"],
+    set_: list[str] = _TRAINING_OPTIONS["set_"],
+    local: bool = _TRAINING_OPTIONS["local"],
+) -> None:
+    """One subset and one GRPO run per strategy at the same budget; waits for them, then prints the comparison."""
+    from backend.experiments.schemas import ExperimentCreate
+    from backend.experiments.service import create_experiment
+
+    _prepare()
+    budget = _selection_body(probe_id, "hard", count, fraction, money, cost_per_prompt, 8, 0.1, 0.9, 0)["budget"]
+    body = ExperimentCreate(probe_id=probe_id, budget=budget, name=name, preset=preset,
+                            strategies=[s.strip() for s in strategies.split(",") if s.strip()],
+                            settings=_settings_overrides(set_))
+    with _session() as session:
+        created, runs = create_experiment(session, body)
+        experiment_id, run_jobs = created.id, [(run.id, run.job_id) for run in runs]
+    typer.echo(f"Experiment {experiment_id}: runs {', '.join(str(r) for r, _ in run_jobs)}.")
+    _launch_runs([run_id for run_id, _ in run_jobs], local)
+    for run_id, job_id in run_jobs:
+        job = _train_and_watch(run_id, job_id, local) if local else _watch(job_id, unit="step")
+        typer.echo(f"run {run_id}: {job.status}" + (f" ({job.error})" if job.error else ""))
+    compare(experiment_id)
+
+
+@app.command()
+@_app_errors
+def compare(experiment_id: int) -> None:
+    """Print an experiment's comparison table and the fit of accuracy gain on learnable %."""
+    from backend.experiments.service import compare as comparison
+    from backend.experiments.service import get_experiment
+
+    with _session() as session:
+        result = comparison(session, get_experiment(session, experiment_id))
+    typer.echo(format_comparison(result))
+
+
+def format_comparison(result) -> str:
+    def num(value, spec=".3f"):
+        return "—" if value is None else format(value, spec)
+
+    header = ["strategy", "run", "status", "N", "base acc", "final acc", "gain", "learnable %", "pred. share",
+              "meas. share", "OOD pass@k"]
+    lines = [[row.strategy, str(row.run_id), row.status, str(row.n), num(row.base_accuracy),
+              num(row.final_accuracy), num(row.gain, "+.3f"), num(row.learnable_pct, ".1f"),
+              num(row.predicted_learnable_share), num(row.measured_learnable_share),
+              ", ".join(f"{k} {v:.3f}" for k, v in row.ood.items()) or "—"] for row in result.table]
+    widths = [max(len(cell) for cell in column) for column in zip(header, *lines, strict=True)]
+    out = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)) for line in [header, *lines]]
+    fit = result.fit
+    out.append(f"fit over {fit.n_points} runs: gain = {num(fit.intercept, '+.4f')} + {num(fit.slope, '.5f')} × "
+               f"learnable %, R² = {num(fit.r2)}" if fit.slope is not None else
+               f"fit over {fit.n_points} runs: undefined (needs two runs with different learnable %)")
+    return "\n".join(out)
 
 
 @app.command()

@@ -122,11 +122,11 @@ def db_session(service_env):
     connection.close()
 
 
-def start_worker(env: dict[str, str], log_path: Path) -> subprocess.Popen:
+def start_worker(env: dict[str, str], log_path: Path, queues: str = "cpu,gpu") -> subprocess.Popen:
     """A real Celery worker process consuming both queues, as `budgetlab worker` runs it."""
     log = open(log_path, "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "worker.main", "worker", "-Q", "cpu,gpu", "--pool=solo",
+        [sys.executable, "-m", "celery", "-A", "worker.main", "worker", "-Q", queues, "--pool=solo",
          "--concurrency=1", "--loglevel=INFO", "--without-gossip", "--without-mingle"],
         cwd=ROOT, env={**os.environ, **env}, stdout=log, stderr=subprocess.STDOUT,
     )

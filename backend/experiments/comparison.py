@@ -40,16 +40,16 @@ def linear_fit(xs: list[float], ys: list[float]) -> Fit:
     n = len(xs)
     if n < 2:
         return Fit(None, None, None, n)
+    if min(xs) == max(xs):
+        return Fit(None, None, None, n)
     mean_x, mean_y = math.fsum(xs) / n, math.fsum(ys) / n
     sxx = math.fsum((x - mean_x) ** 2 for x in xs)
-    if sxx == 0:
-        return Fit(None, None, None, n)
     sxy = math.fsum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True))
     slope = sxy / sxx
     intercept = mean_y - slope * mean_x
     ss_tot = math.fsum((y - mean_y) ** 2 for y in ys)
     ss_res = math.fsum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys, strict=True))
-    r2 = 1.0 - ss_res / ss_tot if ss_tot > 0 else None
+    r2 = None if min(ys) == max(ys) else 1.0 - ss_res / ss_tot  # equal ys: nothing to explain
     return Fit(slope, intercept, r2, n)
 
 

@@ -5,6 +5,7 @@ from sqlalchemy import insert
 from backend.database import session_scope
 from backend.subsets.tables import Subset, SubsetMember
 from tests.subsets.conftest import make_probed_pool
+from tests.worker.model_fixtures import service_tiny_model, tiny_artifacts, use_artifacts  # noqa: F401
 
 
 def make_subset(size: int = 6, *, label_free: bool = False) -> int:

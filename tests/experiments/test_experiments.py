@@ -1,0 +1,203 @@
+"""Experiments over the API with a real Celery worker and the tiny model: one subset and one GRPO run
+per strategy, evaluation, OOD pass@k, the comparison, downloads, cancel, and bad input."""
+
+import csv
+import io
+import json
+import time
+import zipfile
+
+import numpy as np
+import pytest
+from sqlalchemy import func
+from sqlmodel import select
+
+from backend.database import session_scope
+from backend.experiments.tables import Experiment
+from backend.runs.tables import Run
+from backend.subsets.tables import Subset
+from tests.subsets.conftest import make_probed_pool
+
+TINY = {"model": "tiny-random-SmolLM2", "lora_rank": 4, "lora_alpha": 8, "num_generations": 2, "batch_size": 2,
+        "max_completion_length": 8, "learning_rate": 1e-3, "seed": 11}
+
+
+def wait_for_experiment(client, experiment_id: int, timeout: float = 600) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        experiment = client.get(f"/api/experiments/{experiment_id}").json()
+        if all(run["job"]["status"] in ("succeeded", "failed", "cancelled") for run in experiment["runs"]):
+            return experiment
+        time.sleep(0.5)
+    raise AssertionError(f"experiment {experiment_id} did not finish in {timeout}s: {experiment}")
+
+
+def independent_fit(client, run_ids: list[int]) -> tuple[list[float], list[float], float | None]:
+    """Learnable % and gain recomputed from each run's raw metrics, then R² by numpy."""
+    xs, ys = [], []
+    for run_id in run_ids:
+        series = client.get(f"/api/runs/{run_id}/metrics?keys=eval/accuracy,frac_reward_zero_std").json()["series"]
+        accuracy = dict(zip(series["eval/accuracy"]["steps"], series["eval/accuracy"]["values"], strict=True))
+        zero_std = series["frac_reward_zero_std"]["values"]
+        xs.append(100 * np.mean([z < 1 for z in zero_std]))  # steps where some group's rewards differ
+        ys.append(accuracy[max(accuracy)] - accuracy[0])
+    if len(set(xs)) < 2 or len(set(ys)) < 2:
+        return xs, ys, None
+    return xs, ys, float(np.corrcoef(xs, ys)[0, 1] ** 2)
+
+
+@pytest.fixture(scope="module")
+def yes_no_model(service_tiny_model, tmp_path_factory) -> str:
+    from tests.experiments.yes_no_model import build_yes_no_model
+
+    return str(build_yes_no_model(service_tiny_model, tmp_path_factory.mktemp("yes-no"), {"yes": 0.5, "no": 0.3}))
+
+
+def upload_exact_pool(client, name: str, golds: list[str]) -> int:
+    rows = "".join(json.dumps({"prompt": f"Question {i}: answer in one word.", "answer": gold}) + "\n"
+                   for i, gold in enumerate(golds))
+    response = client.post("/api/pools", files={"file": (f"{name}.jsonl", rows.encode())},
+                           data={"name": name, "task_type": "exact", "answer_field": "answer"})
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+def test_three_strategies_train_through_the_worker_and_compare(client, worker, yes_no_model):
+    from tests.conftest import wait_for_job
+
+    # Gold "yes" (pass rate ~0.5), "no" (~0.3) and "zebra" (0): hard, easy and medium pick different ones.
+    pool_id = upload_exact_pool(client, "yes-no train", ["yes"] * 4 + ["no"] * 8 + ["zebra"] * 4)
+    held_out = upload_exact_pool(client, "yes-no held-out", ["yes"] * 2 + ["no"] * 6)
+    ood = upload_exact_pool(client, "yes-no ood", ["no", "zebra", "yes"])
+    probe = client.post("/api/probes", json={"pool_id": pool_id, "model": yes_no_model, "k": 8,
+                                             "max_new_tokens": 1, "seed": 1}).json()
+    assert wait_for_job(client, probe["job_id"], timeout=300)["status"] == "succeeded"
+    settings = {"model": yes_no_model, "lora_rank": 4, "lora_alpha": 8, "num_generations": 4, "batch_size": 4,
+                "max_completion_length": 1, "learning_rate": 1e-2, "max_steps": 6, "seed": 11,
+                "eval_pool_id": held_out, "eval_every": 3, "eval_samples": 8, "ood_pool_ids": [ood], "ood_k": 2}
+    created = client.post("/api/experiments", json={"probe_id": probe["id"], "strategies": ["hard", "easy", "medium"],
+                                                    "budget": {"kind": "count", "value": 4}, "settings": settings})
+    assert created.status_code == 201, created.text
+    experiment = created.json()
+    assert [run["strategy"] for run in experiment["runs"]] == ["hard", "easy", "medium"]
+    assert experiment["n"] == 4 and experiment["status"] == "queued"
+    assert len({json.dumps(run["settings"], sort_keys=True) for run in experiment["runs"]}) == 1  # identical
+    with session_scope() as session:
+        subsets = [session.get(Subset, run["subset_id"]) for run in experiment["runs"]]
+        assert [s.n for s in subsets] == [4, 4, 4] and {s.group_size for s in subsets} == {4}
+        assert {s.seed for s in subsets} == {11}
+
+    experiment = wait_for_experiment(client, experiment["id"])
+    assert experiment["status"] == "succeeded", [run["job"] for run in experiment["runs"]]
+    for run in experiment["runs"]:
+        assert run["adapter_available"] and run["library_versions"]["trl"] and run["library_versions"]["device"]
+        series = client.get(f"/api/runs/{run['id']}/metrics").json()["series"]
+        assert series["eval/accuracy"]["steps"] == [0, 3, 6]  # the base model, then every eval_every steps
+        assert series["eval/accuracy"]["values"][0] == 0.25  # greedy says "yes"; 2 of 8 golds are "yes"
+        assert series["loss"]["steps"] == [1, 2, 3, 4, 5, 6]
+        for share, zero in zip(series["learnable_share"]["values"], series["frac_reward_zero_std"]["values"],
+                               strict=True):
+            assert share == pytest.approx(1 - zero)
+        assert {f"ood/{ood}/pass@2", f"ood/{ood}/base_pass@2"} <= set(series)
+
+    comparison = client.get(f"/api/experiments/{experiment['id']}/compare").json()
+    rows = comparison["table"]
+    assert [row["strategy"] for row in rows] == ["hard", "easy", "medium"]
+    assert all(row["n"] == 4 and row["seed"] == 11 and row["settings"]["lora_rank"] == 4 for row in rows)
+    assert all(set(row["ood"]) == {"yes-no ood pass@2"} for row in rows)
+    predicted = [row["predicted_learnable_share"] for row in rows]
+    assert predicted[0] < predicted[1] and predicted[0] <= predicted[2]  # hard's groups are mostly all-wrong
+    xs, ys, r2 = independent_fit(client, [row["run_id"] for row in rows])
+    print("learnable %", xs, "gain", ys, "R²", r2)
+    assert [row["learnable_pct"] for row in rows] == pytest.approx(xs)
+    assert [row["gain"] for row in rows] == pytest.approx(ys)
+    fit = comparison["fit"]
+    assert fit["n_points"] == 3 and r2 is not None  # the runs differ: a real fit
+    assert fit["r2"] == pytest.approx(r2, rel=1e-9)
+    accuracy_lines = comparison["figures"]["eval_accuracy"]["data"]
+    assert [line["name"] for line in accuracy_lines] == ["hard", "easy", "medium"]
+    assert all(line["x"] == [0, 3, 6] for line in accuracy_lines)
+    scatter = comparison["figures"]["scatter"]["data"]
+    assert scatter[0]["x"] == pytest.approx(xs) and scatter[0]["y"] == pytest.approx(ys)
+    assert scatter[1]["name"] == "least-squares fit" and f"R² = {fit['r2']:.3f}" in \
+        comparison["figures"]["scatter"]["layout"]["title"]["text"]
+
+    run = experiment["runs"][0]
+    table = list(csv.DictReader(io.StringIO(client.get(f"/api/runs/{run['id']}/metrics.csv").text)))
+    assert [row["step"] for row in table] == ["0", "1", "2", "3", "4", "5", "6"]
+    assert table[0]["learnable_share"] == "" and 0 <= float(table[1]["learnable_share"]) <= 1  # step 0: eval only
+    archive = zipfile.ZipFile(io.BytesIO(client.get(f"/api/runs/{run['id']}/adapter").content))
+    assert {"adapter_config.json", "adapter_model.safetensors"} <= set(archive.namelist())
+    assert json.loads(archive.read("adapter_config.json"))["r"] == 4
+    config = client.get(f"/api/runs/{run['id']}/config").json()
+    assert config["grpo_config"]["per_device_train_batch_size"] == 4 and config["grpo_config"]["num_generations"] == 4
+    assert config["lora_config"]["r"] == 4 and config["device"] == "cpu"
+
+    cancelled = client.post(f"/api/jobs/{run['job']['id']}/cancel")
+    assert cancelled.status_code == 409 and "already finished" in cancelled.json()["detail"]
+
+
+def test_cancel_an_experiment_mid_run(client, worker, service_tiny_model):
+
+    probed = make_probed_pool(12, seed=4)
+    experiment = client.post("/api/experiments", json={
+        "probe_id": probed.probe_id, "strategies": ["hard", "random"], "budget": {"kind": "count", "value": 4},
+        "settings": {**TINY, "max_steps": 400}}).json()
+    first = experiment["runs"][0]
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline:
+        steps = client.get(f"/api/runs/{first['id']}/metrics?keys=loss").json()["series"].get("loss", {})
+        if steps and steps["steps"]:
+            break
+        time.sleep(0.3)
+    else:
+        raise AssertionError("the first run logged no step")
+    response = client.post(f"/api/experiments/{experiment['id']}/cancel")
+    assert response.status_code == 200
+    second = response.json()["runs"][1]
+    assert second["job"]["status"] == "cancelled"  # still queued: cancelled at once
+    experiment = wait_for_experiment(client, experiment["id"], timeout=120)
+    assert experiment["status"] == "cancelled"
+    run = experiment["runs"][0]
+    assert "cancelled after step" in run["job"]["message"]
+    logged = client.get(f"/api/runs/{run['id']}/metrics?keys=loss").json()["series"]["loss"]["steps"]
+    assert 1 <= len(logged) < 400  # it stopped early and kept what it logged
+    assert not run["adapter_available"]
+    assert client.get(f"/api/runs/{run['id']}/adapter").status_code == 409
+
+
+def count_rows() -> tuple[int, int, int]:
+    with session_scope() as session:
+        return tuple(session.exec(select(func.count()).select_from(table)).one() for table in (Experiment, Subset, Run))
+
+
+@pytest.mark.parametrize("body, status, words", [
+    ({"strategies": ["hard", "hardest"]}, 422, "Unknown strategy 'hardest'; choose from: hard, easy"),
+    ({"strategies": []}, 422, "No strategy chosen"),
+    ({"strategies": ["hard", "hard"]}, 422, "listed twice"),
+    ({"settings": {"batch_size": 3, "num_generations": 2}}, 422, "must be divisible by num_generations (2)"),
+    ({"settings": {"model": "nope"}}, 422, "Unknown model"),
+    ({"budget": {"kind": "fraction", "value": 2}}, 422, "fraction"),
+])
+def test_bad_experiments_are_refused_and_write_nothing(client, body, status, words):
+    probed = make_probed_pool(10, seed=5)
+    request = {"probe_id": probed.probe_id, "budget": {"kind": "count", "value": 3}, **body}
+    before = count_rows()
+    response = client.post("/api/experiments", json=request)
+    assert response.status_code == status, response.text
+    assert words in response.json()["detail"]
+    assert count_rows() == before
+    if "allowed" in response.json().get("details", {}):
+        assert "learnable" in response.json()["details"]["allowed"]
+
+
+def test_unfinished_probe_and_pool_without_answers_are_409(client):
+    unfinished = make_probed_pool(6, finished=False)
+    unlabeled = make_probed_pool(6, label_free=True)
+    before = count_rows()
+    for probe_id, words in [(unfinished.probe_id, "has not finished"), (unlabeled.probe_id, "without answers")]:
+        response = client.post("/api/experiments", json={"probe_id": probe_id, "budget": {"kind": "count",
+                                                                                          "value": 2}})
+        assert response.status_code == 409 and words in response.json()["detail"], response.text
+    assert count_rows() == before
+

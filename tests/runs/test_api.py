@@ -1,0 +1,75 @@
+"""The runs API: every bad input answered in words before anything is written or queued."""
+
+from sqlalchemy import func
+from sqlmodel import select
+
+from backend.database import session_scope
+from backend.jobs.tables import Job
+from backend.runs.tables import Run
+from tests.runs.conftest import make_subset
+from tests.subsets.conftest import make_probed_pool
+
+
+def counts() -> tuple[int, int]:
+    with session_scope() as session:
+        return (session.exec(select(func.count()).select_from(Run)).one(),
+                session.exec(select(func.count()).select_from(Job).where(Job.kind == "train")).one())
+
+
+def refused(client, body: dict, status: int) -> dict:
+    before = counts()
+    response = client.post("/api/runs", json=body)
+    assert response.status_code == status, response.text
+    assert counts() == before  # nothing written, nothing queued
+    return response.json()
+
+
+def test_subset_without_answers_is_409_saying_how_to_add_them(client):
+    body = refused(client, {"subset_id": make_subset(label_free=True)}, 409)
+    assert "without answers" in body["detail"] and "answer column" in body["detail"]
+
+
+def test_batch_not_divisible_by_the_group_size_is_422_with_the_rule(client):
+    body = refused(client, {"subset_id": make_subset(), "settings": {"num_generations": 4, "batch_size": 6}}, 422)
+    assert "batch_size (6 completions per step) must be divisible by num_generations (4)" in body["detail"]
+    assert body["details"]["problems"]
+
+
+def test_out_of_range_and_unknown_settings_are_422(client):
+    subset_id = make_subset()
+    body = refused(client, {"subset_id": subset_id, "settings": {"max_steps": 0, "lora_rank": 10_000}}, 422)
+    assert "max_steps = 0 is out of range" in body["detail"] and "lora_rank = 10000" in body["detail"]
+    body = refused(client, {"subset_id": subset_id, "settings": {"learning_rte": 1e-5}}, 422)
+    assert "learning_rte is not a training setting" in body["detail"]
+    body = refused(client, {"subset_id": subset_id, "settings": {"lora_target_modules": ["q_proj", "lm_head"]}}, 422)
+    assert "lm_head" in body["detail"]
+
+
+def test_evaluation_pool_without_answers_is_409(client):
+    unlabeled = make_probed_pool(5, label_free=True)
+    body = refused(client, {"subset_id": make_subset(), "settings": {"eval_pool_id": unlabeled.pool_id,
+                                                                      "eval_every": 1, "max_steps": 2}}, 409)
+    assert f"Evaluation pool {unlabeled.pool_id}" in body["detail"] and "no answers" in body["detail"]
+    body = refused(client, {"subset_id": make_subset(), "settings": {"ood_pool_ids": [unlabeled.pool_id]}}, 409)
+    assert "Out-of-distribution pool" in body["detail"]
+
+
+def test_unknown_model_and_preset_are_422_with_the_allowed_values(client):
+    subset_id = make_subset()
+    body = refused(client, {"subset_id": subset_id, "settings": {"model": "gpt-17"}}, 422)
+    assert "SmolLM2-135M-Instruct" in body["details"]["available"]
+    body = refused(client, {"subset_id": subset_id, "preset": "fast"}, 422)
+    assert body["details"]["allowed"] == ["paper", "quick_cpu"]
+
+
+def test_missing_subset_and_pools_are_404(client):
+    refused(client, {"subset_id": 10**9}, 404)
+    refused(client, {"subset_id": make_subset(), "settings": {"eval_pool_id": 10**9, "eval_every": 1}}, 404)
+    assert client.get(f"/api/runs/{10**9}").status_code == 404
+
+
+def test_presets_endpoint_lists_valid_settings(client):
+    presets = client.get("/api/training/presets").json()
+    assert presets["presets"]["paper"]["lora_rank"] == 32 and presets["presets"]["paper"]["max_steps"] == 1000
+    assert presets["presets"]["quick_cpu"]["batch_size"] % presets["presets"]["quick_cpu"]["num_generations"] == 0
+    assert presets["defaults"]["model"] == "SmolLM2-135M-Instruct"
