@@ -1,17 +1,21 @@
-"""Training overhead of our metrics path: plain GRPOTrainer vs GRPOTrainer + MetricsCallback.
+"""Training overhead of our bookkeeping: plain GRPOTrainer vs GRPOTrainer with everything a run adds.
 
 What it does:
 1. points the settings at a fresh SQLite database in a temp dir (or DATABASE_URL if set, e.g. Postgres),
    migrates it (alembic upgrade head) and writes the rows a run needs (pool, probe, subset, job, run);
 2. builds the same GRPO trainer (TRL + PEFT LoRA, CPU, the correctness reward on a numeric pool,
-   the same seed, so both variants do the same work) twice per round: without callbacks, and with
-   ``MetricsCallback`` writing every logged value to ``run_metric`` and checking for cancellation;
+   the same seed, so both variants do the same work) twice per round:
+   - plain: no callback of ours; the same greedy evaluation generation (every --eval-every steps on
+     --eval-samples prompts) runs in a bare callback, so both variants generate the same tokens;
+   - ours: ``MetricsCallback`` (every logged value to ``run_metric``, progress, cancel check),
+     ``EvaluationCallback`` (job message and metric rows around the same generation) and the
+     ``Heartbeat`` thread beating every second (30 s in production);
 3. alternates the variants for --rounds rounds and reports the median wall time per step
-   (trainer.train() time / steps) of each, and the time spent inside the callback itself
-   (measured around ``on_log``), which is the overhead without the machine's noise.
+   (trainer.train() time / steps) of each, and the time spent in our bookkeeping itself (``on_log``
+   plus evaluation minus its generation), which is the overhead without the machine's noise.
 
 Usage:  .venv/bin/python bench/training_overhead.py [--model tiny-random-SmolLM2] [--steps 10] [--rounds 2]
-Target (issue): the callback adds ≤ 5 % to a training step.
+Target (issue): callback, metric writes and evaluation bookkeeping add ≤ 5 % to a training step.
 """
 
 from __future__ import annotations
@@ -79,56 +83,97 @@ def make_run(settings: dict, prompts: int) -> int:
         session.flush()
         session.execute(insert(SubsetMember), [{"subset_id": subset.id, "rank": r, "prompt_id": pid}
                                                for r, pid in enumerate(ids)])
-        run = create_run(session, subset.id, settings)
+        run = create_run(session, subset.id, {**settings, "eval_pool_id": pool.id})
         return run.id
 
 
-class TimedCallback:
-    """Wraps MetricsCallback.on_log to add up the time spent in it."""
+class Stopwatch:
+    """Adds up the time spent in wrapped methods."""
 
-    def __init__(self, callback):
-        self.callback = callback
+    def __init__(self):
         self.seconds = 0.0
-        self.calls = 0
-        original = callback.on_log
+
+    def wrap(self, owner, name: str, sign: int = 1) -> None:
+        original = getattr(owner, name)
 
         def timed(*args, **kwargs):
             started = time.perf_counter()
             try:
                 return original(*args, **kwargs)
             finally:
-                self.seconds += time.perf_counter() - started
-                self.calls += 1
+                self.seconds += sign * (time.perf_counter() - started)
 
-        callback.on_log = timed
+        setattr(owner, name, timed)
 
 
-def train_once(work, with_callback: bool) -> tuple[float, float, int]:
-    """(seconds per step, callback seconds per step, metric rows written)."""
+def plain_evaluation(work):
+    """The evaluation generation alone, with no database: what the plain variant also spends."""
+    from transformers import TrainerCallback
+
+    from worker.evaluation import accuracy, greedy_completions
+
+    every = work.settings.eval_every
+
+    class PlainEvaluation(TrainerCallback):
+        def run(self, model, tokenizer):
+            texts = greedy_completions(model, tokenizer, list(work.eval_questions),
+                                       work.settings.max_completion_length)
+            accuracy(texts, list(work.eval_golds), work.eval_task_type)
+
+        def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
+            self.run(model, processing_class)
+
+        def on_step_end(self, args, state, control, model=None, processing_class=None, **kwargs):
+            if state.global_step % every == 0:
+                self.run(model, processing_class)
+
+    return PlainEvaluation()
+
+
+def train_once(work, ours: bool) -> tuple[float, float, int]:
+    """(seconds per step, bookkeeping seconds per step, metric rows written)."""
+    import contextlib
+
     from sqlalchemy import func
     from sqlmodel import select
 
+    import worker.evaluation as evaluation
     from backend.database import session_scope
     from backend.runs.tables import RunMetric
     from worker.metrics_callback import MetricsCallback
-    from worker.training import build_trainer
+    from worker.training import Heartbeat, build_trainer
 
-    timed = None
-    callbacks = []
-    if with_callback:
-        timed = TimedCallback(MetricsCallback(work.run_id, work.job_id, work.settings.max_steps))
-        callbacks.append(timed.callback)
+    watch = Stopwatch()
+    if ours:
+        metrics = MetricsCallback(work.run_id, work.job_id, work.settings.max_steps)
+        evaluator = evaluation.EvaluationCallback(
+            work.run_id, work.job_id, list(work.eval_questions), list(work.eval_golds), work.eval_task_type,
+            every=work.settings.eval_every, max_new_tokens=work.settings.max_completion_length)
+        watch.wrap(metrics, "on_log")
+        watch.wrap(evaluator, "evaluate")
+        callbacks = [metrics, evaluator]
+        heartbeat = Heartbeat(work.job_id, 1.0)
+    else:
+        callbacks = [plain_evaluation(work)]
+        heartbeat = contextlib.nullcontext()
+    generation = evaluation.greedy_completions
+    if ours:  # evaluation's generation is the same work in both variants: not bookkeeping
+        watch.wrap(evaluation, "greedy_completions", sign=-1)
     trainer = build_trainer(work, callbacks)
     from transformers.trainer_callback import PrinterCallback
 
     trainer.remove_callback(PrinterCallback)  # keep the console quiet in both variants
     started = time.perf_counter()
-    trainer.train()
+    try:
+        with heartbeat:
+            trainer.train()
+    finally:
+        evaluation.greedy_completions = generation
     seconds = time.perf_counter() - started
     steps = trainer.state.global_step
     with session_scope() as session:
         rows = session.exec(select(func.count()).select_from(RunMetric).where(RunMetric.run_id == work.run_id)).one()
-    return seconds / steps, (timed.seconds / steps if timed else 0.0), int(rows)
+    return seconds / steps, (watch.seconds / steps if ours else 0.0), int(rows)
 
 
 def main() -> None:
@@ -138,6 +183,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--prompts-per-step", type=int, default=2)
     parser.add_argument("--generations", type=int, default=4)
+    parser.add_argument("--eval-every", type=int, default=5)
+    parser.add_argument("--eval-samples", type=int, default=8)
     parser.add_argument("--max-completion-length", type=int, default=16)
     args = parser.parse_args()
 
@@ -151,8 +198,9 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="budgetlab-train-bench-"))
     setup_database(tmp)
     settings = {"model": args.model, "lora_rank": 8, "lora_alpha": 16, "num_generations": args.generations,
-                "prompts_per_step": args.prompts_per_step, "max_completion_length": args.max_completion_length,
-                "max_steps": args.steps, "learning_rate": 1e-4, "seed": 0}
+                "batch_size": args.prompts_per_step * args.generations,
+                "max_completion_length": args.max_completion_length, "max_steps": args.steps, "learning_rate": 1e-4,
+                "seed": 0, "eval_every": args.eval_every, "eval_samples": args.eval_samples}
     run_id = make_run(settings, prompts=32)
 
     from worker.training import _start
@@ -161,7 +209,8 @@ def main() -> None:
     from backend.settings import get_settings
 
     print(f"model {args.model}, {args.steps} steps × {args.prompts_per_step} prompts × G={args.generations}, "
-          f"{args.max_completion_length} new tokens, torch threads {torch.get_num_threads()}, "
+          f"{args.max_completion_length} new tokens, evaluation every {args.eval_every} steps on "
+          f"{args.eval_samples} prompts, torch threads {torch.get_num_threads()}, "
           f"database {get_settings().sqlalchemy_url.split(':')[0]}")
     plain, with_cb, cb_time = [], [], []
     for round_index in range(args.rounds):
@@ -170,14 +219,14 @@ def main() -> None:
             (with_cb if variant else plain).append(per_step)
             if variant:
                 cb_time.append(callback_per_step)
-            print(f"round {round_index + 1} {'callback' if variant else 'plain   '}: {per_step * 1000:8.1f} ms/step"
-                  + (f", callback {callback_per_step * 1000:.2f} ms/step, {rows} metric rows" if variant else ""))
+            print(f"round {round_index + 1} {'ours ' if variant else 'plain'}: {per_step * 1000:8.1f} ms/step"
+                  + (f", bookkeeping {callback_per_step * 1000:.2f} ms/step, {rows} metric rows" if variant else ""))
     plain_median = statistics.median(plain)
     cb_median = statistics.median(with_cb)
     callback_median = statistics.median(cb_time)
     print(f"median plain:    {plain_median * 1000:.1f} ms/step")
-    print(f"median callback: {cb_median * 1000:.1f} ms/step  (wall-clock ratio {cb_median / plain_median:.3f})")
-    print(f"time inside the callback: {callback_median * 1000:.2f} ms/step = "
+    print(f"median ours:     {cb_median * 1000:.1f} ms/step  (wall-clock ratio {cb_median / plain_median:.3f})")
+    print(f"time in our bookkeeping: {callback_median * 1000:.2f} ms/step = "
           f"{100 * callback_median / plain_median:.2f} % of a plain step (target ≤ 5 %)")
 
 
