@@ -1,5 +1,5 @@
 """Evaluation during training: greedy accuracy of the policy (base + LoRA adapter) on a held-out pool,
-at step 0 (the base model: the adapter starts as a no-op) and every ``eval_every`` steps, written to
+at step 0 (the base model: the adapter starts as a no-op), every ``eval_every`` steps and at the last step, written to
 ``run_metric`` as ``eval/accuracy`` (and ``eval/samples``)."""
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ class EvaluationCallback(TrainerCallback):
         # The final accuracy is measured on the final weights, also when max_steps is no multiple of
         # eval_every; a run stopped for a cancel ends at once instead.
         step = int(state.global_step)
-        if self.every and step not in self.done_steps and step >= args.max_steps:
+        if step not in self.done_steps and step >= args.max_steps:
             self.evaluate(step, model, processing_class)
 
 

@@ -36,7 +36,7 @@ class TrainingSettings(BaseModel):
     temperature: float = Field(1.0, gt=0, le=2.0)
     beta: float = Field(0.0, ge=0, le=1.0, description="KL coefficient (0: no reference model)")
     seed: int = Field(0, ge=0, le=2**31 - 1)
-    eval_every: int = Field(0, ge=0, le=100_000, description="Evaluate every N steps (0: never)")
+    eval_every: int = Field(0, ge=0, le=100_000, description="Evaluate every N steps (0: only at step 0 and the end)")
     eval_pool_id: int | None = Field(None, description="Held-out pool for evaluation")
     eval_samples: int = Field(100, ge=1, le=100_000, description="Prompts of the eval pool used")
     ood_pool_ids: list[int] = Field(default_factory=list, max_length=10,
@@ -123,7 +123,7 @@ def check_training_settings(settings: TrainingSettings) -> list[str]:
     if "lm_head" in names:
         problems.append("lora_target_modules may not include lm_head: TRL computes log-probabilities from "
                         "lm_head.weight directly, so an adapter there would never train.")
-    if settings.eval_every > 0 and settings.eval_pool_id is None:
+    if settings.eval_every > 0 and settings.eval_pool_id is None:  # with a pool and 0: start and end only
         problems.append("eval_every is set but eval_pool_id is not: choose a held-out pool to evaluate on, "
                         "or set eval_every to 0.")
     if settings.eval_every > settings.max_steps:

@@ -32,8 +32,6 @@ export class ApiError extends Error {
 }
 
 function detailOf(body, response) {
-  // docs/api-training.md describes errors as {"error": {"message"}}; the server sends {"detail"}: read both.
-  if (body && typeof body === "object" && body.error && typeof body.error.message === "string") return body.error.message;
   if (body && typeof body === "object" && "detail" in body) {
     const detail = body.detail;
     if (typeof detail === "string") return detail;

@@ -20,11 +20,12 @@ export function trainingForm(ctx) {
   const model = h("select", { id: "training-model", "data-testid": "training-model", name: "model" }, h("option", { value: "" }, "Loading models…"));
   const evalPool = h("select", { id: "eval-pool", "data-testid": "eval-pool", name: "eval_pool_id" }, h("option", { value: NONE }, "none"));
   const evalEvery = h("input", { type: "number", id: "eval-every", "data-testid": "eval-every", name: "eval_every", value: "0", min: "0", step: "1" });
+  const evalSamples = h("input", { type: "number", id: "eval-samples", "data-testid": "eval-samples", name: "eval_samples", value: "100", min: "1", step: "1" });
   const oodPools = h("select", { id: "ood-pools", "data-testid": "ood-pools", name: "ood_pool_ids", multiple: true, size: "3" });
   const presetHint = h("span", { class: "field-hint", id: "training-preset-hint" });
 
   // A value the user typed survives presets and lists that finish loading later.
-  for (const input of [steps, model, evalPool, evalEvery]) {
+  for (const input of [steps, model, evalPool, evalEvery, evalSamples]) {
     input.addEventListener("input", () => state.touched.add(input.id));
     input.addEventListener("change", () => state.touched.add(input.id));
   }
@@ -41,6 +42,7 @@ export function trainingForm(ctx) {
       if (force || !state.touched.has(input.id)) input.value = String(value);
     };
     set(steps, p.max_steps);
+    set(evalSamples, p.eval_samples);
     if (p.model && [...model.options].some((o) => o.value === p.model)) set(model, p.model);
     syncEvalEvery(force);
   }
@@ -48,6 +50,7 @@ export function trainingForm(ctx) {
   function syncEvalEvery(force) {
     const evaluating = evalPool.value !== NONE;
     evalEvery.disabled = !evaluating;
+    evalSamples.disabled = !evaluating;
     if (force || !state.touched.has(evalEvery.id)) {
       const fromPreset = current().eval_every;
       evalEvery.value = evaluating ? (fromPreset > 0 ? String(fromPreset) : evalEveryFor(steps.value)) : "0";
@@ -55,7 +58,7 @@ export function trainingForm(ctx) {
   }
 
   preset.addEventListener("change", () => {
-    for (const input of [steps, model, evalEvery]) state.touched.delete(input.id);
+    for (const input of [steps, model, evalEvery, evalSamples]) state.touched.delete(input.id);
     applyPreset({ force: true });
   });
   evalPool.addEventListener("change", () => syncEvalEvery(false));
@@ -88,7 +91,7 @@ export function trainingForm(ctx) {
     replace(oodPools, pools.map((p) => h("option", { value: p.id }, poolLabel(p))));
   }
 
-  const ready = Promise.all([loadPresets(), loadModels(), loadPools()])
+  Promise.all([loadPresets(), loadModels(), loadPools()])
     .then(() => { if (ctx.alive) applyPreset(); })
     .catch(reportError);
 
@@ -97,9 +100,10 @@ export function trainingForm(ctx) {
       field("Preset", preset, { hint: presetHint }),
       field("Max steps", steps, { hint: "Optimizer steps per run" }),
       field("Model", model)),
-    h("div", { class: "grid grid-3" },
+    h("div", { class: "grid grid-4" },
       field("Evaluation pool", evalPool, { hint: "Accuracy on held-out prompts; step 0 is the base model" }),
       field("Evaluate every", evalEvery, { hint: "steps (0: never)" }),
+      field("Evaluation prompts", evalSamples, { hint: "at most this many of the pool: fewer is faster, noisier" }),
       field("OOD pools", oodPools, { hint: "pass@k after training; Ctrl/⌘-click for several" })));
 
   // Overrides of the preset for POST /api/runs and /api/experiments.
@@ -111,11 +115,12 @@ export function trainingForm(ctx) {
       eval_every: evalId === null ? 0 : Number(evalEvery.value),
       ood_pool_ids: [...oodPools.selectedOptions].map((o) => Number(o.value)),
     };
+    if (evalId !== null) out.eval_samples = Number(evalSamples.value);
     if (model.value) out.model = model.value;
     return out;
   }
 
-  return { element, settings, preset: () => preset.value, ready };
+  return { element, settings, preset: () => preset.value };
 }
 
 function poolLabel(pool) {

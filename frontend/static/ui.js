@@ -153,7 +153,8 @@ export function statusBadge(status) {
 }
 
 // Call `tick` now and then every `ms` while it resolves to true; stops when the page is left.
-// A failing tick is reported once and polling goes on (the server may be restarting).
+// A network or server error is reported once and polling goes on (the server may be restarting);
+// a 4xx (unknown id, bad token) will not fix itself, so it stops.
 export function startPolling(ctx, tick, ms = 2000) {
   let timer = null;
   let reported = false;
@@ -166,6 +167,7 @@ export function startPolling(ctx, tick, ms = 2000) {
     } catch (err) {
       if (!reported) reportError(err);
       reported = true;
+      again = !(err && err.status >= 400 && err.status < 500);
     }
     if (again && ctx.alive) timer = setTimeout(run, ms);
   }

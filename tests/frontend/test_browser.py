@@ -6,122 +6,19 @@ Screenshots of the pool and planner pages go to /tmp/budgetlab-*.png for a human
 """
 
 import json
-import os
 import re
-import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ADMIN_TOKEN, ROOT
+from tests.frontend.conftest import PROBE_TIMEOUT_MS, TINY_MODEL, needs_chromium, sign_in
 
-playwright_sync = pytest.importorskip("playwright.sync_api")
-from playwright.sync_api import Page, expect, sync_playwright  # noqa: E402
+pytest.importorskip("playwright.sync_api")
+from playwright.sync_api import Page, expect
 
-CHROMIUM = os.environ.get("BUDGETLAB_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run"]
-TINY_MODEL = "tiny-random-SmolLM2"
-PROBE_TIMEOUT_MS = 300_000
 XSS = "<img src=x onerror=alert(1)>"
 
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists() and shutil.which("chromium") is None,
-                                reason="chromium is not installed (apt-get install -y chromium)")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def server(service_env, tmp_path_factory) -> Iterator[str]:
-    """uvicorn serving the real app on a free port, with the session's Postgres + Redis.
-
-    Tests that run a probe also ask for the `worker` fixture (a real Celery worker)."""
-    from backend.auth.service import ensure_admin_token
-    from backend.database import session_scope
-
-    with session_scope() as session:
-        ensure_admin_token(session, ADMIN_TOKEN)
-
-    port = free_port()
-    env = {**os.environ, **service_env}
-    env.pop("BUDGETLAB_MODELS", None)
-    log_path = tmp_path_factory.mktemp("uvicorn") / "uvicorn.log"
-    log = open(log_path, "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "uvicorn", "backend.app:create_app", "--factory", "--host", "127.0.0.1",
-         "--port", str(port), "--log-level", "warning"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"uvicorn exited early:\n{log_path.read_text()}")
-        try:
-            with urllib.request.urlopen(f"{base}/api/health", timeout=2) as response:
-                if response.status == 200:
-                    break
-        except OSError:
-            pass
-        if time.monotonic() > deadline:
-            proc.kill()
-            raise RuntimeError(f"uvicorn did not start:\n{log_path.read_text()}")
-        time.sleep(0.2)
-    yield base
-    proc.terminate()
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-    log.close()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_playwright() as p:
-        executable = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
-        browser = p.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
-        yield browser
-        browser.close()
-
-
-@pytest.fixture
-def page(browser, server) -> Iterator[Page]:
-    context = browser.new_context(viewport={"width": 1440, "height": 1000}, accept_downloads=True)
-    context.set_default_timeout(30_000)
-    page = context.new_page()
-    page.problems = []  # JS exceptions, console errors, dialogs: none should happen
-    page.on("pageerror", lambda exc: page.problems.append(f"pageerror: {exc}"))
-    page.on("console", lambda msg: page.problems.append(f"console.{msg.type}: {msg.text}")
-            if msg.type == "error" else None)
-
-    def on_dialog(dialog):
-        if dialog.type == "confirm":  # our own "delete pool?" confirmation
-            dialog.accept()
-        else:
-            page.problems.append(f"dialog {dialog.type}: {dialog.message}")
-            dialog.dismiss()
-
-    page.on("dialog", on_dialog)
-    yield page
-    context.close()
-
-
-def sign_in(page: Page, server: str) -> None:
-    page.goto(f"{server}/#/signin")
-    page.fill("#token-input", ADMIN_TOKEN)
-    page.click("#signin-button")
-    page.wait_for_url("**/#/pools")
-    expect(page.locator("#demo-button")).to_be_visible()
+pytestmark = needs_chromium
 
 
 def problems_other_than_expected_401(page: Page) -> list[str]:

@@ -5,7 +5,6 @@ import { h, replace } from "../dom.js";
 import {
   ACTIVE_STATUSES, card, emptyState, fmt, notify, renderFigure, reportError, startPolling, statusBadge,
 } from "../ui.js";
-import { kvTable } from "./run.js";
 
 export async function renderExperiment(ctx, experimentId) {
   const state = { experiment: null, tableJson: "", openDetails: new Set() };
@@ -99,31 +98,42 @@ export async function renderExperiment(ctx, experimentId) {
         h("th", { class: "num", title: "Share of training steps with mixed rewards in some group" }, "Learnable %"),
         h("th", { class: "num", title: "Predicted from the probe vs measured during training (mean over steps)" }, "Learnable share: predicted / measured"),
         h("th", null, "OOD pass@k"), h("th", null, "Reproduce"))),
-      h("tbody", null, rows.map((row) => h("tr", { "data-run-id": row.run_id, "data-strategy": row.strategy },
+      h("tbody", null, rows.map((row) => [h("tr", { "data-run-id": row.run_id, "data-strategy": row.strategy },
         h("td", { class: "nowrap" }, h("a", { href: `#/runs/${row.run_id}`, class: "strong" }, row.strategy), " ", statusBadge(row.status)),
         h("td", { class: "num" }, fmt.int(row.n)),
         h("td", { class: "num" }, fmt.pct(row.base_accuracy)),
         h("td", { class: "num" }, fmt.pct(row.final_accuracy)),
-        h("td", { class: `num ${gainClass(row.gain)}`.trim() }, gainText(row.gain)),
+        h("td", { class: `num nowrap ${gainClass(row.gain)}`.trim() }, gainText(row.gain)),
         h("td", { class: "num" }, row.learnable_pct == null ? "–" : `${fmt.num(row.learnable_pct, 0)}%`),
         h("td", { class: "num nowrap" }, `${fmt.pct(row.predicted_learnable_share)} / ${fmt.pct(row.measured_learnable_share)}`),
-        h("td", { class: "small" }, oodText(row.ood)),
-        h("td", null, reproduce(row)))))));
+        h("td", { class: "small" }, oodText(row.ood, row.ood_base)),
+        h("td", null, reproduceToggle(row))), reproduceRow(row)]))));
   }
 
-  function reproduce(row) {
-    const details = h("details", { class: "reproduce", open: state.openDetails.has(row.run_id) },
-      h("summary", null, "details"),
-      kvTable(`reproduce-${row.run_id}`, [
-        ["subset_id", row.subset_id], ["seed", row.seed],
-        ...Object.entries(row.settings || {}).map(([k, v]) => [k, typeof v === "object" && v !== null ? JSON.stringify(v) : v]),
-        ...Object.entries(row.library_versions || {}),
-      ]));
-    details.addEventListener("toggle", () => {
-      if (details.open) state.openDetails.add(row.run_id);
+  // The reproduce expander is a full-width row under its run (too wide for a cell); the toggle sits in
+  // the run's last cell. Open rows stay open across polls.
+  function reproduceRow(row) {
+    return h("tr", { class: "reproduce-row", id: `reproduce-${row.run_id}`, hidden: !state.openDetails.has(row.run_id) },
+      h("td", { colspan: "9" },
+        h("h3", null, "Subset and seed"), kvGrid([["subset_id", row.subset_id], ["seed", row.seed], ["run", `#${row.run_id}`]]),
+        h("h3", null, "Settings"), kvGrid(Object.entries(row.settings || {})),
+        h("h3", null, "Library versions"), kvGrid(Object.entries(row.library_versions || {}))));
+  }
+
+  function reproduceToggle(row) {
+    const button = h("button", {
+      type: "button", class: "btn btn-ghost btn-small reproduce-toggle", "aria-expanded": String(state.openDetails.has(row.run_id)),
+      "aria-controls": `reproduce-${row.run_id}`, "data-testid": `reproduce-toggle-${row.run_id}`,
+    }, "details");
+    button.addEventListener("click", () => {
+      const detail = document.getElementById(`reproduce-${row.run_id}`);
+      const open = detail.hidden;
+      detail.hidden = !open;
+      button.setAttribute("aria-expanded", String(open));
+      if (open) state.openDetails.add(row.run_id);
       else state.openDetails.delete(row.run_id);
     });
-    return details;
+    return button;
   }
 
   // ---------- polling ----------
@@ -138,6 +148,12 @@ export async function renderExperiment(ctx, experimentId) {
     return (experiment.runs || []).some((r) => ACTIVE_STATUSES.has(r.job.status));
   }
   startPolling(ctx, tick, 2000);
+}
+
+function kvGrid(rows) {
+  return h("dl", { class: "kv-grid" }, rows.map(([key, value]) => h("div", { class: "kv-item" },
+    h("dt", { class: "mono" }, key),
+    h("dd", { class: "mono" }, typeof value === "object" && value !== null ? JSON.stringify(value) : String(value)))));
 }
 
 function fact(label, value) {
@@ -179,8 +195,11 @@ function gainClass(gain) {
   return gain > 0 ? "gain-up" : "gain-down";
 }
 
-function oodText(ood) {
+// "pool: 10.0% → 15.0%" when the base model's pass@k is known (`ood_base`), else the trained one only.
+function oodText(ood, base) {
   const entries = Object.entries(ood || {});
   if (!entries.length) return "–";
-  return entries.map(([name, value]) => `${name}: ${fmt.pct(value)}`).join(" · ");
+  return entries.map(([name, value]) => (base && base[name] != null
+    ? `${name}: ${fmt.pct(base[name])} → ${fmt.pct(value)}`
+    : `${name}: ${fmt.pct(value)}`)).join(" · ");
 }

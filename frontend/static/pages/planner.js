@@ -274,7 +274,8 @@ export async function renderPlanner(ctx, probeId) {
       h("p", { class: "muted small" },
         `${fmt.int(subset.n)} prompts · ${subset.strategy} · predicted learnable share ${fmt.pct(subset.predicted_learnable_share)} · mean pass rate ${fmt.num(subset.mean_pass_rate)}`),
       exportButtons(subset, true),
-      h("div", { class: "row train-row" }, trainButton(subset))));
+      h("div", { class: "row train-row" }, trainButton(subset),
+        h("span", { class: "muted small" }, "with the training settings under “Launch experiment”"))));
   }
 
   function trainButton(subset) {

@@ -18,7 +18,7 @@ const CHARTS = [
 const PROGRESS_KINDS = { succeeded: "ok", failed: "bad", cancelled: "muted", cancelling: "warn" };
 
 export async function renderRun(ctx, runId) {
-  const state = { run: null, pools: new Map(), adapterShown: null, oodLoaded: false };
+  const state = { run: null, pools: new Map(), adapterShown: null, settingsJson: "", oodLoaded: false };
 
   // ---------- skeleton ----------
   const crumbExperiment = h("span", null);
@@ -112,7 +112,11 @@ export async function renderRun(ctx, runId) {
         : h("span", { class: "muted small" }, "The LoRA adapter is saved when training succeeds."));
   }
 
+  // Library versions are recorded when the worker starts training: re-render when they arrive.
   function renderSettings(run) {
+    const json = JSON.stringify([run.settings, run.library_versions, run.seed]);
+    if (json === state.settingsJson) return;
+    state.settingsJson = json;
     const rows = [
       ["Subset", `#${run.subset_id} · ${run.subset_name || ""}`],
       ["Seed", run.seed],
@@ -161,10 +165,8 @@ export async function renderRun(ctx, runId) {
     if (!ctx.alive) return false;
     const first = !state.run;
     renderJob(run);
-    if (first) {
-      renderHead(run);
-      renderSettings(run);
-    }
+    if (first) renderHead(run);
+    renderSettings(run);
     renderDownloads(run);
     renderCharts(figures || {});
     const active = ACTIVE_STATUSES.has(run.job.status);
