@@ -363,25 +363,28 @@ _TRAINING_OPTIONS = dict(
 )
 
 
-def _launch_runs(run_ids: list[int], local: bool) -> None:
-    """Queue the runs (ids only), or train them here one after another with a progress bar each."""
-    if not local:
-        from worker.celery_app import enqueue
-        from worker.training_task import TRAIN_TASK
-
-        for run_id in run_ids:
-            enqueue(TRAIN_TASK, run_id)
-        typer.echo("Queued on the gpu queue; a worker (budgetlab worker, or budgetlab serve) trains them.")
-
-
-def _train_and_watch(run_id: int, job_id: int, local: bool):
+def _launch_and_watch(session, runs: list, local: bool) -> list:
+    """Queue the runs (commit first, ids only) or train them here one after another; returns their final jobs."""
+    jobs = [(run.id, run.job_id) for run in runs]
     if local:
-        import threading
+        session.commit()
+    else:
+        from backend.runs.launch import launch
 
-        from worker.training import train_run
+        launch(session, runs)
+        typer.echo("Queued on the gpu queue; a worker (budgetlab worker, or budgetlab serve) trains them.")
+    finished = []
+    for run_id, job_id in jobs:
+        if local:
+            import threading
 
-        threading.Thread(target=train_run, args=(run_id,), daemon=True).start()
-    return _watch(job_id, unit="step")
+            from worker.training import train_run
+
+            threading.Thread(target=train_run, args=(run_id,), daemon=True).start()
+        job = _watch(job_id, unit="step")
+        typer.echo(f"run {run_id}: {job.status}" + (f" ({job.error})" if job.error else ""))
+        finished.append(job)
+    return finished
 
 
 @app.command()
@@ -398,10 +401,9 @@ def train(
     _prepare()
     with _session() as session:
         run = create_run(session, subset_id, _settings_overrides(set_), preset=preset)
-        run_id, job_id = run.id, run.job_id
-    typer.echo(f"Run {run_id} (job {job_id}) on subset {subset_id}.")
-    _launch_runs([run_id], local)
-    job = _train_and_watch(run_id, job_id, local)
+        run_id = run.id
+        typer.echo(f"Run {run_id} (job {run.job_id}) on subset {subset_id}.")
+        [job] = _launch_and_watch(session, [run], local)
     if job.status != "succeeded":
         _fail(f"Run {run_id} ended {job.status}: {job.error or job.message}")
     typer.echo(f"Done: run {run_id}; adapter under {get_settings().artifacts / 'runs' / str(run_id) / 'adapter'}.")
@@ -433,12 +435,9 @@ def experiment(
                             settings=_settings_overrides(set_))
     with _session() as session:
         created, runs = create_experiment(session, body)
-        experiment_id, run_jobs = created.id, [(run.id, run.job_id) for run in runs]
-    typer.echo(f"Experiment {experiment_id}: runs {', '.join(str(r) for r, _ in run_jobs)}.")
-    _launch_runs([run_id for run_id, _ in run_jobs], local)
-    for run_id, job_id in run_jobs:
-        job = _train_and_watch(run_id, job_id, local) if local else _watch(job_id, unit="step")
-        typer.echo(f"run {run_id}: {job.status}" + (f" ({job.error})" if job.error else ""))
+        experiment_id = created.id
+        typer.echo(f"Experiment {experiment_id}: runs {', '.join(str(run.id) for run in runs)}.")
+        _launch_and_watch(session, runs, local)
     compare(experiment_id)
 
 

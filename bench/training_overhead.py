@@ -116,9 +116,9 @@ def plain_evaluation(work):
 
     class PlainEvaluation(TrainerCallback):
         def run(self, model, tokenizer):
-            texts = greedy_completions(model, tokenizer, list(work.eval_questions),
-                                       work.settings.max_completion_length)
-            accuracy(texts, list(work.eval_golds), work.eval_task_type)
+            prompts = work.evaluation
+            texts = greedy_completions(model, tokenizer, list(prompts.questions), work.settings.max_completion_length)
+            accuracy(texts, list(prompts.golds), prompts.task_type)
 
         def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
             self.run(model, processing_class)
@@ -146,13 +146,13 @@ def train_once(work, ours: bool) -> tuple[float, float, int]:
     watch = Stopwatch()
     if ours:
         metrics = MetricsCallback(work.run_id, work.job_id, work.settings.max_steps)
-        evaluator = evaluation.EvaluationCallback(
-            work.run_id, work.job_id, list(work.eval_questions), list(work.eval_golds), work.eval_task_type,
-            every=work.settings.eval_every, max_new_tokens=work.settings.max_completion_length)
+        evaluator = evaluation.EvaluationCallback(work.run_id, work.job_id, work.evaluation,
+                                                  every=work.settings.eval_every,
+                                                  max_new_tokens=work.settings.max_completion_length)
         watch.wrap(metrics, "on_log")
         watch.wrap(evaluator, "evaluate")
         callbacks = [metrics, evaluator]
-        heartbeat = Heartbeat(work.job_id, 1.0)
+        heartbeat = Heartbeat(work.job_id, 1.0)  # a thread beside training: in the wall-clock ratio only
     else:
         callbacks = [plain_evaluation(work)]
         heartbeat = contextlib.nullcontext()
@@ -205,7 +205,7 @@ def main() -> None:
 
     from worker.training import _start
 
-    work = _start(run_id)  # moves the job to running, reads the subset's rows
+    work = _start(run_id, retrying=False)  # moves the job to running, reads the subset's rows
     from backend.settings import get_settings
 
     print(f"model {args.model}, {args.steps} steps × {args.prompts_per_step} prompts × G={args.generations}, "

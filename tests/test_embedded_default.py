@@ -68,6 +68,30 @@ def test_serve_on_sqlite_runs_the_whole_flow(tmp_path):
         csv_text = client.get(f"/api/subsets/{subset['id']}/export?format=csv").text
         assert csv_text.splitlines()[0].startswith("prompt,answer,id,difficulty")
         assert len(csv_text.strip().splitlines()) == 21
+
+        # Training on the embedded default: an experiment from the demo pool, evaluated on the held-out demo.
+        held_out = client.post("/api/pools/demo", json={"held_out": True}).json()
+        assert held_out["prompt_count"] == 60 and held_out["name"].startswith("Demo: held-out")
+        settings = {"model": "tiny-random-SmolLM2", "lora_rank": 4, "num_generations": 2, "batch_size": 2,
+                    "max_completion_length": 8, "max_steps": 2, "eval_pool_id": held_out["id"], "eval_every": 1,
+                    "eval_samples": 4, "ood_pool_ids": [held_out["id"]], "ood_k": 2, "ood_samples": 2}
+        created = client.post("/api/experiments", json={"probe_id": probe["id"], "preset": "quick_cpu",
+                                                        "strategies": ["hard", "random"], "settings": settings,
+                                                        "budget": {"kind": "count", "value": 4}})
+        assert created.status_code == 201, created.text
+        experiment_id = created.json()["id"]
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            experiment = client.get(f"/api/experiments/{experiment_id}").json()
+            if experiment["status"] not in ("queued", "running"):
+                break
+            time.sleep(0.5)
+        assert experiment["status"] == "succeeded", (experiment, (tmp_path / "serve.log").read_text()[-3000:])
+        comparison = client.get(f"/api/experiments/{experiment_id}/compare").json()
+        assert [row["strategy"] for row in comparison["table"]] == ["hard", "random"]
+        assert all(row["base_accuracy"] is not None and row["final_accuracy"] is not None
+                   for row in comparison["table"])
+        assert client.get(f"/api/runs/{experiment['runs'][0]['id']}/adapter").status_code == 200
     finally:
         children = subprocess.run(["pgrep", "-P", str(server.pid)], capture_output=True, text=True,
                                   check=False).stdout.split()
@@ -83,8 +107,9 @@ def test_serve_on_sqlite_runs_the_whole_flow(tmp_path):
         time.sleep(0.2)
     assert not any(os.path.exists(f"/proc/{pid}") for pid in children), "the local worker outlived serve"
 
-    # A later start does not mint a second admin token; the CLI works on the same embedded database.
+    # A later start does not mint a second admin token; the CLI works on the same embedded database
+    # (pool 3: after the demo pool and its held-out companion).
     again = subprocess.run([sys.executable, "-m", "backend.cli", "demo"], cwd=ROOT, env=env,
                            capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
-    assert "Admin token" not in again.stdout and "Created demo pool 2" in again.stdout
+    assert "Admin token" not in again.stdout and "Created demo pool 3" in again.stdout

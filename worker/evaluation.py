@@ -1,19 +1,24 @@
-"""Evaluation during training: greedy accuracy of the policy (base + LoRA adapter) on a held-out pool,
-at step 0 (the base model: the adapter starts as a no-op), every ``eval_every`` steps and at the last step, written to
-``run_metric`` as ``eval/accuracy`` (and ``eval/samples``)."""
+"""Evaluation of the policy (base + LoRA adapter) during and after training.
+
+- ``EvaluationCallback``: greedy accuracy on the held-out pool at step 0 (the base model: the adapter
+  starts as a no-op), every ``eval_every`` steps and at the last step, written to ``run_metric`` as
+  ``eval/accuracy`` (and ``eval/samples``).
+- ``evaluate_ood``: pass@k on out-of-distribution pools after training, for the trained policy and
+  the base model (adapter disabled), as ``ood/<pool>/pass@k`` and ``ood/<pool>/base_pass@k``.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
-from sqlalchemy import delete, insert
 from sqlmodel import Session, select
 
 from backend.curation.grading import extract_answer, is_correct
 from backend.database import session_scope
-from backend.jobs.tables import Job
-from backend.runs.tables import RunMetric
+from backend.jobs.service import set_message
+from backend.jobs.tables import Job, JobStatus
+from backend.runs.service import replace_metrics
 from worker.prompting import render_prompts
 
 try:
@@ -22,11 +27,13 @@ except ImportError:  # pragma: no cover
     TrainerCallback = object  # type: ignore[misc,assignment]
 
 ACCURACY_KEY = "eval/accuracy"
-EVAL_BATCH = 16
+EVAL_BATCH = 16  # sequences per generate() call
+
+SessionFactory = Callable[[], AbstractContextManager[Session]]
 
 
-def greedy_completions(model, tokenizer, questions: list[str], max_new_tokens: int) -> list[str]:
-    """Greedy completions of the chat-rendered questions, in batches, left padded."""
+def _generate(model, tokenizer, questions: list[str], per_call: int, **generate_kwargs) -> list[str]:
+    """Completions of the chat-rendered questions, ``per_call`` questions at a time, left padded."""
     import torch
 
     prompts = render_prompts(tokenizer, questions)
@@ -37,11 +44,10 @@ def greedy_completions(model, tokenizer, questions: list[str], max_new_tokens: i
     texts: list[str] = []
     try:
         with torch.inference_mode():
-            for start in range(0, len(prompts), EVAL_BATCH):
-                inputs = tokenizer(prompts[start:start + EVAL_BATCH], return_tensors="pt", padding=True,
+            for start in range(0, len(prompts), per_call):
+                inputs = tokenizer(prompts[start:start + per_call], return_tensors="pt", padding=True,
                                    add_special_tokens=False).to(model.device)
-                output = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=False,
-                                        pad_token_id=tokenizer.pad_token_id)
+                output = model.generate(**inputs, pad_token_id=tokenizer.pad_token_id, **generate_kwargs)
                 texts.extend(tokenizer.batch_decode(output[:, inputs["input_ids"].shape[1]:],
                                                     skip_special_tokens=True))
     finally:
@@ -51,40 +57,57 @@ def greedy_completions(model, tokenizer, questions: list[str], max_new_tokens: i
     return texts
 
 
+def greedy_completions(model, tokenizer, questions: list[str], max_new_tokens: int) -> list[str]:
+    return _generate(model, tokenizer, questions, EVAL_BATCH, max_new_tokens=max_new_tokens, do_sample=False)
+
+
+def sampled_completions(model, tokenizer, questions: list[str], *, k: int, max_new_tokens: int, temperature: float,
+                        seed: int) -> list[list[str]]:
+    """k sampled completions per question (seeded, the probe's sampling: no top-k/top-p), grouped per question."""
+    import torch
+
+    torch.manual_seed(seed)
+    texts = _generate(model, tokenizer, questions, max(1, EVAL_BATCH // k), max_new_tokens=max_new_tokens,
+                      do_sample=True, temperature=temperature, top_k=0, top_p=1.0, num_return_sequences=k)
+    return [texts[i:i + k] for i in range(0, len(texts), k)]
+
+
 def accuracy(completions: list[str], golds: list[str], task_type: str) -> float:
     graded = [is_correct(extract_answer(text, task_type), gold, task_type)
               for text, gold in zip(completions, golds, strict=True)]
     return sum(graded) / len(graded) if graded else 0.0
 
 
+def pass_at_k(groups: list[list[str]], golds: list[str], task_type: str) -> float:
+    """Share of questions with at least one correct completion among their k."""
+    solved = [any(is_correct(extract_answer(text, task_type), gold, task_type) for text in group)
+              for group, gold in zip(groups, golds, strict=True)]
+    return sum(solved) / len(solved) if solved else 0.0
+
+
+def ood_key(pool_id: int, k: int, *, base: bool = False) -> str:
+    return f"ood/{pool_id}/{'base_' if base else ''}pass@{k}"
+
+
 class EvaluationCallback(TrainerCallback):
-    def __init__(self, run_id: int, job_id: int, questions: list[str], golds: list[str], task_type: str, *,
-                 every: int, max_new_tokens: int,
-                 session_factory: Callable[[], AbstractContextManager[Session]] = session_scope):
+    def __init__(self, run_id: int, job_id: int, prompts, *, every: int, max_new_tokens: int,
+                 session_factory: SessionFactory = session_scope):
         self.run_id = run_id
         self.job_id = job_id
-        self.questions = questions
-        self.golds = golds
-        self.task_type = task_type
+        self.prompts = prompts  # worker.training.PromptSet
         self.every = every
         self.max_new_tokens = max_new_tokens
         self.session_factory = session_factory
         self.done_steps: set[int] = set()
 
     def evaluate(self, step: int, model, tokenizer) -> float:
+        questions = list(self.prompts.questions)
         with self.session_factory() as session:
-            job = session.exec(select(Job).where(Job.id == self.job_id)
-                               .execution_options(populate_existing=True)).one()
-            job.message = f"evaluating at step {step} on {len(self.questions)} held-out prompts"
-            session.add(job)
-        value = accuracy(greedy_completions(model, tokenizer, self.questions, self.max_new_tokens), self.golds,
-                         self.task_type)
-        rows = [{"run_id": self.run_id, "step": step, "key": ACCURACY_KEY, "value": value},
-                {"run_id": self.run_id, "step": step, "key": "eval/samples", "value": float(len(self.questions))}]
+            set_message(session, self.job_id, f"evaluating at step {step} on {len(questions)} held-out prompts")
+        value = accuracy(greedy_completions(model, tokenizer, questions, self.max_new_tokens),
+                         list(self.prompts.golds), self.prompts.task_type)
         with self.session_factory() as session:
-            session.execute(delete(RunMetric).where(RunMetric.run_id == self.run_id, RunMetric.step == step,
-                                                    RunMetric.key.in_([row["key"] for row in rows])))
-            session.execute(insert(RunMetric), rows)
+            replace_metrics(session, self.run_id, step, {ACCURACY_KEY: value, "eval/samples": float(len(questions))})
         self.done_steps.add(step)
         return value
 
@@ -105,68 +128,24 @@ class EvaluationCallback(TrainerCallback):
             self.evaluate(step, model, processing_class)
 
 
-def ood_key(pool_id: int, k: int, *, base: bool = False) -> str:
-    return f"ood/{pool_id}/{'base_' if base else ''}pass@{k}"
-
-
-def sampled_completions(model, tokenizer, questions: list[str], *, k: int, max_new_tokens: int, temperature: float,
-                        seed: int) -> list[list[str]]:
-    """k sampled completions per question (seeded), grouped per question."""
-    import torch
-
-    prompts = render_prompts(tokenizer, questions)
-    side = tokenizer.padding_side
-    tokenizer.padding_side = "left"
-    was_training = model.training
-    model.eval()
-    groups: list[list[str]] = []
-    per_batch = max(1, EVAL_BATCH // k)
-    try:
-        torch.manual_seed(seed)
-        with torch.inference_mode():
-            for start in range(0, len(prompts), per_batch):
-                inputs = tokenizer(prompts[start:start + per_batch], return_tensors="pt", padding=True,
-                                   add_special_tokens=False).to(model.device)
-                output = model.generate(**inputs, max_new_tokens=max_new_tokens, do_sample=True,
-                                        temperature=temperature, top_k=0, top_p=1.0, num_return_sequences=k,
-                                        pad_token_id=tokenizer.pad_token_id)
-                texts = tokenizer.batch_decode(output[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
-                groups.extend(texts[i:i + k] for i in range(0, len(texts), k))
-    finally:
-        tokenizer.padding_side = side
-        if was_training:
-            model.train()
-    return groups
-
-
-def pass_at_k(groups: list[list[str]], golds: list[str], task_type: str) -> float:
-    """Share of questions with at least one correct completion among their k."""
-    solved = [any(is_correct(extract_answer(text, task_type), gold, task_type) for text in group)
-              for group, gold in zip(groups, golds, strict=True)]
-    return sum(solved) / len(solved) if solved else 0.0
-
-
-def evaluate_ood(run_id: int, job_id: int, model, tokenizer, ood_sets, *, step: int, k: int, max_new_tokens: int,
-                 temperature: float, seed: int,
-                 session_factory: Callable[[], AbstractContextManager[Session]] = session_scope) -> dict[str, float]:
-    """pass@k of the trained policy and of the base model (adapter disabled) on each OOD pool."""
+def evaluate_ood(run_id: int, job_id: int, model, tokenizer, prompt_sets, *, step: int, k: int, max_new_tokens: int,
+                 temperature: float, seed: int, session_factory: SessionFactory = session_scope) -> dict[str, float]:
+    """pass@k of the trained policy and of the base model on each OOD pool; stops early on a cancel."""
     values: dict[str, float] = {}
-    for ood in ood_sets:
+    args = {"k": k, "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed}
+    for prompts in prompt_sets:
         with session_factory() as session:
-            job = session.exec(select(Job).where(Job.id == job_id).execution_options(populate_existing=True)).one()
-            job.message = f"out-of-distribution pass@{k} on pool {ood.pool_id} ({len(ood.questions)} prompts)"
-            session.add(job)
-        args = {"k": k, "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed}
-        questions, golds = list(ood.questions), list(ood.golds)
-        values[ood_key(ood.pool_id, k)] = pass_at_k(sampled_completions(model, tokenizer, questions, **args),
-                                                    golds, ood.task_type)
+            status = session.exec(select(Job.status).where(Job.id == job_id)).one()
+            if status != JobStatus.running.value:  # cancelling, or ended elsewhere
+                break
+            set_message(session, job_id, f"out-of-distribution pass@{k} on pool {prompts.pool_id} "
+                                         f"({len(prompts.questions)} prompts)")
+        questions, golds = list(prompts.questions), list(prompts.golds)
+        trained = pass_at_k(sampled_completions(model, tokenizer, questions, **args), golds, prompts.task_type)
         with model.disable_adapter():
-            values[ood_key(ood.pool_id, k, base=True)] = pass_at_k(
-                sampled_completions(model, tokenizer, questions, **args), golds, ood.task_type)
-    rows = [{"run_id": run_id, "step": step, "key": key, "value": value} for key, value in values.items()]
-    if rows:
+            base = pass_at_k(sampled_completions(model, tokenizer, questions, **args), golds, prompts.task_type)
+        pool_values = {ood_key(prompts.pool_id, k): trained, ood_key(prompts.pool_id, k, base=True): base}
         with session_factory() as session:
-            session.execute(delete(RunMetric).where(RunMetric.run_id == run_id, RunMetric.step == step,
-                                                    RunMetric.key.in_(list(values))))
-            session.execute(insert(RunMetric), rows)
+            replace_metrics(session, run_id, step, pool_values)
+        values.update(pool_values)
     return values

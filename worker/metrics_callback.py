@@ -11,12 +11,11 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import Any
 
-from sqlalchemy import delete, insert
 from sqlmodel import Session, select
 
 from backend.database import session_scope
 from backend.jobs.tables import FINISHED, Job, JobStatus
-from backend.runs.tables import RunMetric
+from backend.runs.service import replace_metrics
 from backend.timeutil import utcnow
 
 try:  # the worker has transformers; this module is only imported there
@@ -37,7 +36,7 @@ def format_eta(seconds: float) -> str:
     return f"{seconds}s"
 
 
-def metric_rows(run_id: int, step: int, logs: dict[str, Any]) -> list[dict]:
+def metric_values(logs: dict[str, Any]) -> dict[str, float]:
     """The numeric, finite values of one log, plus learnable_share when TRL logged the zero-std share."""
     values: dict[str, float] = {}
     for key, value in logs.items():
@@ -47,7 +46,7 @@ def metric_rows(run_id: int, step: int, logs: dict[str, Any]) -> list[dict]:
             values[key[:200]] = float(value)
     if ZERO_STD_KEY in values:
         values[LEARNABLE_SHARE_KEY] = 1.0 - values[ZERO_STD_KEY]
-    return [{"run_id": run_id, "step": step, "key": key, "value": value} for key, value in values.items()]
+    return values
 
 
 class MetricsCallback(TrainerCallback):
@@ -66,20 +65,17 @@ class MetricsCallback(TrainerCallback):
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         step = int(state.global_step)
-        rows = metric_rows(self.run_id, step, logs or {})
+        values = metric_values(logs or {})
         self.last_step = max(self.last_step, step)
         elapsed = time.monotonic() - self._started
         with self.session_factory() as session:
-            if rows:  # a retried run logs the same steps again: replace, never double
-                session.execute(delete(RunMetric).where(RunMetric.run_id == self.run_id, RunMetric.step == step,
-                                                        RunMetric.key.in_([row["key"] for row in rows])))
-                session.execute(insert(RunMetric), rows)
+            replace_metrics(session, self.run_id, step, values)
             job = session.exec(select(Job).where(Job.id == self.job_id)
                                .execution_options(populate_existing=True)).one()
             if job.status == JobStatus.cancelling.value:
                 self.stopped_for_cancel = step < self.max_steps
                 control.should_training_stop = True
-            elif JobStatus(job.status) in FINISHED:  # failed elsewhere (e.g. declared lost): stop, write nothing
+            elif JobStatus(job.status) in FINISHED:  # failed elsewhere (e.g. declared lost): stop training
                 control.should_training_stop = True
                 return control
             job.progress_total = self.max_steps

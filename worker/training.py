@@ -5,9 +5,10 @@ TRL's ``GRPOTrainer`` with a PEFT LoRA config and the binary correctness reward 
 value to ``run_metric`` as it arrives and stops cleanly on a cancel request. On success the LoRA
 adapter is saved under ``<artifacts>/runs/<id>/adapter``.
 
-Errors: a lost database connection or a CUDA out-of-memory raises ``TransientTrainingError`` only
-when asked (the Celery task retries it); by default an out-of-memory fails the run with advice on
-which settings to lower, and anything else fails it with a one-line message (traceback in the log).
+Errors: a lost database connection raises ``TransientTrainingError`` when asked (the Celery task
+retries it); an out-of-memory fails the run with advice on which settings to lower (the same
+settings would run out again), and anything else fails it with a one-line message (traceback in
+the log). A task delivered again for a run whose worker died fails it as lost, keeping its metrics.
 """
 
 from __future__ import annotations
@@ -17,11 +18,12 @@ import logging
 import sys
 import threading
 from dataclasses import dataclass
+from datetime import timedelta
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import delete, update
 from sqlmodel import select
 
 from backend.curation.grading import TASK_TYPES, extract_answer, is_correct, parse_gold
@@ -53,12 +55,12 @@ class TrainingFailure(RuntimeError):
 
 
 class TransientTrainingError(RuntimeError):
-    """Worth retrying: the database went away, or the GPU ran out of memory."""
+    """Worth retrying: the database went away."""
 
 
 @dataclass(frozen=True)
-class OodSet:
-    """An out-of-distribution pool's prompts, evaluated with pass@k after training."""
+class PromptSet:
+    """The first prompts with gold answers of a pool: the evaluation set, or an OOD set for pass@k."""
 
     pool_id: int
     task_type: str
@@ -73,10 +75,8 @@ class TrainingWork:
     settings: TrainingSettings
     task_type: str
     rows: list[dict]
-    eval_task_type: str | None = None
-    eval_questions: tuple[str, ...] = ()
-    eval_golds: tuple[str, ...] = ()
-    ood: tuple[OodSet, ...] = ()
+    evaluation: PromptSet | None = None
+    ood: tuple[PromptSet, ...] = ()
 
 
 def library_versions() -> dict[str, str]:
@@ -98,10 +98,11 @@ def library_versions() -> dict[str, str]:
 # --- entry point -----------------------------------------------------------------------------------
 
 
-def train_run(run_id: int, *, raise_transient: bool = False) -> str:
-    """Train one run; returns the job's final status ("succeeded", "failed" or "cancelled")."""
+def train_run(run_id: int, *, raise_transient: bool = False, retrying: bool = False) -> str:
+    """Train one run; returns the job's final status ("succeeded", "failed" or "cancelled"), or "running"
+    when another worker is training it. ``retrying``: this is a retry after a transient error."""
     try:
-        return _train(run_id)
+        return _train(run_id, retrying)
     except (KeyboardInterrupt, SystemExit):
         raise
     except Exception as exc:
@@ -165,75 +166,89 @@ def requeue_run_job(run_id: int, reason: str) -> None:
 # --- steps -----------------------------------------------------------------------------------------
 
 
-def _start(run_id: int) -> TrainingWork | str:
+def _start(run_id: int, retrying: bool) -> TrainingWork | str:
+    """Claim the run's job (short transaction), then read what training needs."""
+    versions = library_versions()  # imports torch: done before any row is locked
     with session_scope() as session:
-        run = session.get(Run, run_id)
-        if run is None:
-            raise TrainingFailure(f"Run {run_id} does not exist (deleted?); nothing to train.")
-        job = lock_job(session, run.job_id)
-        status = JobStatus(job.status)
-        if status in FINISHED:
-            return job.status
-        if status == JobStatus.cancelling:
-            transition(session, job, JobStatus.cancelled, "cancel requested; the previous attempt never finished")
-            return CANCELLED
-        if status == JobStatus.running:  # delivered again: the worker that ran it died without finishing
-            raise TrainingFailure(describe_lost_run(session, job))
+        outcome = _claim(session, run_id, retrying)
+        if outcome is not None:
+            return outcome
+        session.get(Run, run_id).library_versions = versions
+    with session_scope() as session:
+        return _read_work(session, run_id)
+
+
+def _claim(session, run_id: int, retrying: bool) -> str | None:
+    """Move the job to running; a status to return instead when there is nothing to train."""
+    run = session.get(Run, run_id)
+    if run is None:
+        raise TrainingFailure(f"Run {run_id} does not exist (deleted?); nothing to train.")
+    job = lock_job(session, run.job_id)
+    status = JobStatus(job.status)
+    if status in FINISHED:
+        return job.status
+    if status == JobStatus.cancelling:
+        transition(session, job, JobStatus.cancelled, "cancel requested; the previous attempt never finished")
+        return CANCELLED
+    if status == JobStatus.running and not retrying:  # delivered again
+        silent_since = utcnow() - timedelta(seconds=get_settings().worker_lost_seconds)
+        if job.heartbeat_at is not None and job.heartbeat_at > silent_since:
+            log.warning("run %s is being trained by another worker (fresh heartbeat); not starting it", run_id)
+            return JobStatus.running.value
+        raise TrainingFailure(describe_lost_run(session, job))  # its worker died without finishing
+    if status == JobStatus.queued:
         transition(session, job, JobStatus.running, "training started")
-        run.library_versions = library_versions()
-        session.add(run)
-        settings = TrainingSettings(**run.settings)
-        problems = check_training_settings(settings)
-        if problems:
-            raise TrainingFailure("Training settings rejected: " + " ".join(problems))
-        subset = session.get(Subset, run.subset_id)
-        pool = session.get(Pool, subset.pool_id) if subset else None
-        if subset is None or pool is None:
-            raise TrainingFailure(f"Run {run_id}'s subset no longer exists.")
-        if not pool.has_answers:
-            raise TrainingFailure(f"Subset {subset.id} comes from pool {pool.id}, which has no answers; the reward "
-                                  "grades completions against gold answers. Upload the pool with an answer column, "
-                                  "probe it, and freeze a new subset from that probe.")
-        if pool.task_type not in TASK_TYPES:
-            raise TrainingFailure(f"Pool {pool.id} has task type '{pool.task_type}', which cannot be graded; "
-                                  f"use one of {', '.join(TASK_TYPES)}.")
-        rows = [{"prompt": row["prompt"], "answer": row["answer"]}
-                for batch in export_rows(session, subset) for row in batch
-                if row["answer"] is not None and parse_gold(row["answer"], pool.task_type) is not None]
-        if not rows:
-            raise TrainingFailure(f"Subset {subset.id} has no prompt with a gradable answer; add answers to its "
-                                  "pool (an answer column on upload) and freeze the subset again.")
-        eval_task_type, eval_questions, eval_golds = None, (), ()
-        if settings.eval_pool_id is not None:
-            eval_pool = session.get(Pool, settings.eval_pool_id)
-            if eval_pool is None or not eval_pool.has_answers or eval_pool.task_type not in TASK_TYPES:
-                raise TrainingFailure(f"Evaluation pool {settings.eval_pool_id} is gone or has no gradable answers; "
-                                      "choose another held-out pool (or none) and launch the run again.")
-            eval_rows = session.exec(select(Prompt.text, Prompt.gold).where(Prompt.pool_id == eval_pool.id,
-                                                                            Prompt.gold.is_not(None))
-                                     .order_by(Prompt.position).limit(settings.eval_samples)).all()
-            eval_task_type = eval_pool.task_type
-            eval_questions = tuple(row[0] for row in eval_rows)
-            eval_golds = tuple(row[1] for row in eval_rows)
-        ood = tuple(_ood_set(session, pool_id, settings.ood_samples) for pool_id in settings.ood_pool_ids)
-        session.execute(RunMetric.__table__.delete().where(RunMetric.run_id == run_id))  # a retried run
-        job.progress_total = settings.max_steps
-        job.progress_done = 0
-        job.message = f"loading {settings.model}"
-        session.add(job)
-        return TrainingWork(run_id=run_id, job_id=run.job_id, settings=settings, task_type=pool.task_type,
-                            rows=rows, eval_task_type=eval_task_type, eval_questions=eval_questions,
-                            eval_golds=eval_golds, ood=ood)
+    else:  # a retry whose requeue did not get through: restarted in place
+        job.heartbeat_at = utcnow()
+    session.execute(delete(RunMetric).where(RunMetric.run_id == run_id))  # a retry starts from step 0 again
+    settings = TrainingSettings(**run.settings)
+    job.progress_total = settings.max_steps
+    job.progress_done = 0
+    job.message = f"loading {settings.model}"
+    session.add(job)
+    return None
 
 
-def _ood_set(session, pool_id: int, limit: int) -> OodSet:
+def _read_work(session, run_id: int) -> TrainingWork:
+    run = session.get(Run, run_id)
+    settings = TrainingSettings(**run.settings)
+    problems = check_training_settings(settings)
+    if problems:
+        raise TrainingFailure("Training settings rejected: " + " ".join(problems))
+    subset = session.get(Subset, run.subset_id)
+    pool = session.get(Pool, subset.pool_id) if subset else None
+    if subset is None or pool is None:
+        raise TrainingFailure(f"Run {run_id}'s subset no longer exists.")
+    if not pool.has_answers:
+        raise TrainingFailure(f"Subset {subset.id} comes from pool {pool.id}, which has no answers; the reward "
+                              "grades completions against gold answers. Upload the pool with an answer column, "
+                              "probe it, and freeze a new subset from that probe.")
+    if pool.task_type not in TASK_TYPES:
+        raise TrainingFailure(f"Pool {pool.id} has task type '{pool.task_type}', which cannot be graded; "
+                              f"use one of {', '.join(TASK_TYPES)}.")
+    rows = [{"prompt": row["prompt"], "answer": row["answer"]}
+            for batch in export_rows(session, subset) for row in batch
+            if row["answer"] is not None and parse_gold(row["answer"], pool.task_type) is not None]
+    if not rows:
+        raise TrainingFailure(f"Subset {subset.id} has no prompt with a gradable answer; add answers to its "
+                              "pool (an answer column on upload) and freeze the subset again.")
+    evaluation = (None if settings.eval_pool_id is None else
+                  _prompt_set(session, settings.eval_pool_id, settings.eval_samples, "Evaluation", "eval_pool_id"))
+    ood = tuple(_prompt_set(session, pool_id, settings.ood_samples, "Out-of-distribution", "ood_pool_ids")
+                for pool_id in settings.ood_pool_ids)
+    return TrainingWork(run_id=run_id, job_id=run.job_id, settings=settings, task_type=pool.task_type, rows=rows,
+                        evaluation=evaluation, ood=ood)
+
+
+def _prompt_set(session, pool_id: int, limit: int, role: str, setting: str) -> PromptSet:
     pool = session.get(Pool, pool_id)
-    if pool is None or not pool.has_answers or pool.task_type not in TASK_TYPES:
-        raise TrainingFailure(f"Out-of-distribution pool {pool_id} is gone or has no gradable answers; remove it "
-                              "from ood_pool_ids and launch the run again.")
-    rows = session.exec(select(Prompt.text, Prompt.gold).where(Prompt.pool_id == pool_id, Prompt.gold.is_not(None))
-                        .order_by(Prompt.position).limit(limit)).all()
-    return OodSet(pool_id, pool.task_type, tuple(row[0] for row in rows), tuple(row[1] for row in rows))
+    rows = [] if pool is None or pool.task_type not in TASK_TYPES else session.exec(
+        select(Prompt.text, Prompt.gold).where(Prompt.pool_id == pool_id, Prompt.gold.is_not(None))
+        .order_by(Prompt.position).limit(limit)).all()
+    if not rows:
+        raise TrainingFailure(f"{role} pool {pool_id} is gone or has no gradable answers; choose another pool in "
+                              f"{setting} (or none) and launch a new run.")
+    return PromptSet(pool_id, pool.task_type, tuple(row[0] for row in rows), tuple(row[1] for row in rows))
 
 
 def correctness_reward_for(task_type: str):
@@ -301,8 +316,8 @@ def build_trainer(work: TrainingWork, callbacks: list | None = None):
                        peft_config=lora_config(work.settings), callbacks=callbacks or [])
 
 
-def _train(run_id: int) -> str:
-    work = _start(run_id)
+def _train(run_id: int, retrying: bool) -> str:
+    work = _start(run_id, retrying)
     if isinstance(work, str):
         return work
     with Heartbeat(work.job_id, get_settings().heartbeat_seconds):
@@ -315,15 +330,14 @@ def _fit(work: TrainingWork) -> str:
     run_id = work.run_id
     callback = MetricsCallback(run_id, work.job_id, work.settings.max_steps)
     callbacks = [callback]
-    if work.eval_questions:
+    if work.evaluation:
         from worker.evaluation import EvaluationCallback
 
-        callbacks.append(EvaluationCallback(run_id, work.job_id, list(work.eval_questions), list(work.eval_golds),
-                                            work.eval_task_type, every=work.settings.eval_every,
+        callbacks.append(EvaluationCallback(run_id, work.job_id, work.evaluation, every=work.settings.eval_every,
                                             max_new_tokens=work.settings.max_completion_length))
     trainer = build_trainer(work, callbacks)
     trainer.train()
-    ended = _ended_early(work, callback)
+    ended = _ended_early(work, callback.last_step)
     if ended:
         return ended
     if work.ood:
@@ -332,32 +346,32 @@ def _fit(work: TrainingWork) -> str:
         evaluate_ood(run_id, work.job_id, trainer.model, trainer.processing_class, work.ood, step=callback.last_step,
                      k=work.settings.ood_k, max_new_tokens=work.settings.max_completion_length,
                      temperature=work.settings.temperature, seed=work.settings.seed)
+        ended = _ended_early(work, callback.last_step)
+        if ended:
+            return ended
     adapter = run_dir(run_id) / "adapter"
     trainer.model.save_pretrained(str(adapter))
     with session_scope() as session:
-        run = session.get(Run, run_id)
-        run.adapter_path = str(adapter)
-        session.add(run)
         job = lock_job(session, work.job_id)
-        if JobStatus(job.status) in FINISHED:
+        if JobStatus(job.status) in FINISHED:  # failed elsewhere meanwhile: no adapter is offered
             return job.status
+        session.get(Run, run_id).adapter_path = str(adapter)
         job.progress_done = job.progress_total
         job.message = f"trained {callback.last_step} steps; adapter saved"
         transition(session, job, JobStatus.succeeded, f"trained {callback.last_step} steps")
     return SUCCEEDED
 
 
-def _ended_early(work: TrainingWork, callback) -> str | None:
-    """The final status when training stopped for a cancel, or the job was ended elsewhere; else None."""
+def _ended_early(work: TrainingWork, last_step: int) -> str | None:
+    """The final status when a cancel was asked for, or the job was ended elsewhere; else None."""
     with session_scope() as session:
         job = lock_job(session, work.job_id)
         if JobStatus(job.status) in FINISHED:
             return job.status
-        if callback.stopped_for_cancel or job.status == JobStatus.cancelling.value:
+        if job.status == JobStatus.cancelling.value:
             transition(session, job, JobStatus.cancelled,
-                       f"cancel requested; stopped after step {callback.last_step} of "
-                       f"{work.settings.max_steps} (metrics kept)")
-            job.message = f"cancelled after step {callback.last_step}/{work.settings.max_steps}"
+                       f"cancel requested; stopped after step {last_step} of {work.settings.max_steps} (metrics kept)")
+            job.message = f"cancelled after step {last_step}/{work.settings.max_steps}"
             return CANCELLED
     return None
 

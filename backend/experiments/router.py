@@ -5,7 +5,7 @@ from fastapi import APIRouter
 from backend.database import SessionDep
 from backend.experiments import service
 from backend.experiments.schemas import Comparison, ExperimentCreate, ExperimentRead
-from backend.runs.router import launch
+from backend.runs.launch import launch
 from backend.runs.service import fail_lost_runs
 
 router = APIRouter(tags=["experiments"])

@@ -14,7 +14,7 @@ from backend.errors import AppError
 from backend.experiments.comparison import ACCURACY, LEARNABLE, linear_fit, running_mean, summarize_run
 from backend.experiments.schemas import CompareRow, Comparison, ExperimentCreate, ExperimentRead
 from backend.experiments.tables import Experiment
-from backend.jobs.service import request_cancel
+from backend.jobs.service import lock_job, request_cancel
 from backend.jobs.tables import FINISHED, JobStatus
 from backend.pools.tables import Pool
 from backend.probes.service import get_probe, require_finished
@@ -82,15 +82,13 @@ def list_experiments(session: Session, probe_id: int | None = None) -> list[Expe
 
 
 def aggregate_status(statuses: list[str]) -> str:
-    """One word for the experiment: the runs' common status, running while any is under way, else mixed."""
-    if not statuses:
+    """One word for the experiment: queued until a run starts, running while any run is unfinished, then
+    the runs' common final status, or mixed."""
+    if not statuses or set(statuses) == {JobStatus.queued.value}:
         return JobStatus.queued.value
-    if len(set(statuses)) == 1:
-        return statuses[0]
-    unfinished = [s for s in statuses if JobStatus(s) not in FINISHED]
-    if unfinished:
-        return JobStatus.queued.value if set(statuses) == {JobStatus.queued.value} else JobStatus.running.value
-    return "mixed"
+    if any(JobStatus(s) not in FINISHED for s in statuses):
+        return JobStatus.running.value
+    return statuses[0] if len(set(statuses)) == 1 else "mixed"
 
 
 def experiment_read(session: Session, experiment: Experiment) -> ExperimentRead:
@@ -106,8 +104,8 @@ def experiment_read(session: Session, experiment: Experiment) -> ExperimentRead:
 
 def cancel_experiment(session: Session, experiment: Experiment) -> None:
     for run in runs.list_runs(session, experiment_id=experiment.id):
-        job = runs.run_job(session, run)
-        if JobStatus(job.status) not in FINISHED:
+        job = lock_job(session, run.job_id)
+        if JobStatus(job.status) not in FINISHED:  # a run that ended meanwhile is left as it is
             request_cancel(session, job)
 
 
@@ -118,7 +116,7 @@ def _ood_columns(session: Session, series: dict[str, dict[str, list]]) -> tuple[
         if not match or not values["values"]:
             continue
         pool = session.get(Pool, int(match.group(1)))
-        label = f"{pool.name if pool else 'pool ' + match.group(1)} pass@{match.group(3)}"
+        label = f"{pool.name if pool else 'pool'} (#{match.group(1)}) pass@{match.group(3)}"
         (base if match.group(2) else trained)[label] = values["values"][-1]
     return trained, base
 
@@ -162,18 +160,17 @@ def _compare_row(session: Session, run: Run) -> tuple[CompareRow, dict]:
 
 def _scatter_points(session: Session, experiment: Experiment, rows: list[CompareRow]) -> tuple[list[dict], list[int]]:
     """Succeeded runs with a gain and a learnable %: this experiment's, and those of earlier experiments on
-    the same pool evaluated on the same pool (gains on different evaluation sets are not comparable)."""
-    eval_pool = experiment.settings.get("eval_pool_id")
-    others = session.exec(select(Experiment.id).where(Experiment.pool_id == experiment.pool_id,
-                                                      Experiment.id != experiment.id)).all()
-    candidates = [(row, f"{row.strategy}") for row in rows]
-    for other_id in others:
-        other = session.get(Experiment, other_id)
-        if other.settings.get("eval_pool_id") != eval_pool:
+    the same pool evaluated on the same prompts (gains on different evaluation sets do not compare)."""
+    same_eval = ("eval_pool_id", "eval_samples")
+    earlier = list(session.exec(select(Experiment).where(Experiment.pool_id == experiment.pool_id,
+                                                         Experiment.id < experiment.id).order_by(Experiment.id)))
+    candidates = [(row, row.strategy) for row in rows]
+    for other in earlier:
+        if any(other.settings.get(key) != experiment.settings.get(key) for key in same_eval):
             continue
-        for run in runs.list_runs(session, experiment_id=other_id):
+        for run in reversed(runs.list_runs(session, experiment_id=other.id)):
             row, _ = _compare_row(session, run)
-            candidates.append((row, f"exp {other_id}: {row.strategy}"))
+            candidates.append((row, f"exp {other.id}: {row.strategy}"))
     points, ids = [], []
     for row, label in candidates:
         if row.status == JobStatus.succeeded.value and row.gain is not None and row.learnable_pct is not None:

@@ -37,6 +37,7 @@ def transition(session: Session, job: Job, to: JobStatus, reason: str, *, error:
         job.started_at = now
     if to == S.running:
         job.attempts += 1
+        job.heartbeat_at = now  # a fresh start: silence is counted from here, not from an earlier attempt
     if to in FINISHED:
         job.finished_at = now
     if error is not None:
@@ -62,6 +63,7 @@ def get_job(session: Session, job_id: int) -> Job:
 
 def request_cancel(session: Session, job: Job) -> Job:
     """Queued jobs are cancelled at once; running ones are asked to stop at the next batch."""
+    job = lock_job(session, job.id)  # the worker may have just started or ended it
     status = JobStatus(job.status)
     if status in FINISHED:
         raise AppError(409, f"Job {job.id} already finished ({status.value}); there is nothing to cancel.")
@@ -105,10 +107,14 @@ def fail_lost_jobs(session: Session, kind: str, silent_for: timedelta, describe_
     for job_id in stale:
         job = lock_job(session, job_id)
         last = job.heartbeat_at or job.started_at
-        if JobStatus(job.status) in FINISHED or last is None or last >= cutoff:
-            continue  # it finished or beat while we looked
-        message = describe_lost(job)
-        job.message = message[:1000]
-        transition(session, job, S.failed, message[:1000], error=message)
-        failed.append(job_id)
+        if JobStatus(job.status) not in FINISHED and last is not None and last < cutoff:  # still silent
+            fail_unless_finished(session, job_id, describe_lost(job))
+            failed.append(job_id)
     return failed
+
+
+def set_message(session: Session, job_id: int, message: str) -> None:
+    """The job's progress note (not its status), read fresh so a concurrent status change is kept."""
+    job = session.exec(select(Job).where(Job.id == job_id).execution_options(populate_existing=True)).one()
+    job.message = message[:1000]
+    session.add(job)

@@ -12,28 +12,11 @@ from backend.errors import AppError
 from backend.runs import service
 from backend.runs.downloads import adapter_zip, metrics_csv, trl_config
 from backend.runs.figures import FIGURE_KEYS, run_figures
+from backend.runs.launch import launch
 from backend.runs.schemas import RunCreate, RunMetrics, RunRead
 from backend.runs.settings import PRESETS, TrainingSettings, preset
-from worker.celery_app import enqueue
-from worker.training_task import TRAIN_TASK
 
 router = APIRouter(tags=["runs"])
-
-
-def launch(session, runs) -> None:
-    """Commit the runs, then send one task per run (ids only). A broker failure fails the runs' jobs (503)."""
-    from backend.jobs.service import fail_unless_finished
-
-    session.commit()
-    try:
-        for run in runs:
-            enqueue(TRAIN_TASK, run.id)
-    except Exception as exc:
-        message = f"Could not queue the training run: the task broker is unreachable ({exc}). Start it and retry."
-        for run in runs:
-            fail_unless_finished(session, run.job_id, message)
-        session.commit()
-        raise AppError(503, message) from exc
 
 
 @router.get("/training/presets")
@@ -66,8 +49,8 @@ def get_run(run_id: int, session: SessionDep) -> RunRead:
 def run_metrics(run_id: int, session: SessionDep, keys: str | None = None) -> RunMetrics:
     service.get_run(session, run_id)
     wanted = [key.strip() for key in keys.split(",") if key.strip()] if keys else None
-    series = service.metric_series(session, run_id, wanted)
-    return RunMetrics(run_id=run_id, keys=sorted(series), series=series)
+    return RunMetrics(run_id=run_id, keys=service.metric_keys(session, run_id),
+                      series=service.metric_series(session, run_id, wanted))
 
 
 @router.get("/runs/{run_id}/figures")

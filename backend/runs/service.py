@@ -6,9 +6,10 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import func
+from sqlalchemy import delete, func, insert
 from sqlmodel import Session, select
 
+from backend.curation.grading import TASK_TYPES
 from backend.database import get_or_404
 from backend.errors import AppError
 from backend.jobs.service import create_job, fail_lost_jobs
@@ -39,6 +40,9 @@ def resolve_settings(preset: str | None, overrides: dict[str, Any] | None) -> Tr
 def check_training_pools(session: Session, subset: Subset, settings: TrainingSettings) -> None:
     """409 unless the training pool and every evaluation pool have gold answers (rewards and accuracy need them)."""
     pool = session.get(Pool, subset.pool_id)
+    if pool is not None and pool.has_answers and pool.task_type not in TASK_TYPES:
+        raise AppError(422, f"Pool {pool.id} has task type '{pool.task_type}', which the reward cannot grade; "
+                            f"upload it again with task_type one of {', '.join(TASK_TYPES)}.")
     if pool is None or not pool.has_answers:
         raise AppError(409, f"Subset {subset.id} comes from a pool without answers; GRPO's reward grades "
                             "completions against gold answers. Upload the pool again with an answer column "
@@ -51,6 +55,9 @@ def check_training_pools(session: Session, subset: Subset, settings: TrainingSet
         if not other.has_answers:
             raise AppError(409, f"{role} pool {other.id} ('{other.name}') has no answers, so accuracy cannot be "
                                 "measured on it. Choose a pool uploaded with an answer column, or upload one.")
+        if other.task_type not in TASK_TYPES:
+            raise AppError(422, f"{role} pool {other.id} has task type '{other.task_type}', which cannot be graded; "
+                                f"choose a pool of type {', '.join(TASK_TYPES)}.")
 
 
 def create_run(session: Session, subset_id: int, settings: dict[str, Any] | TrainingSettings, *,
@@ -93,14 +100,28 @@ def describe_lost_run(session: Session, job: Job) -> str:
     run = session.exec(select(Run).where(Run.job_id == job.id)).first()
     step = last_logged_step(session, run.id) if run else 0
     return (f"The worker training this run was lost after step {step} of {job.progress_total} (its process was "
-            "killed, ran out of host memory, or its machine restarted). The metrics it logged are kept; launch "
-            "the run again to train it to the end.")
+            "killed, ran out of host memory, or its machine restarted). The metrics it logged are kept; launch a "
+            "new run with the same settings to train to the end.")
 
 
 def fail_lost_runs(session: Session) -> list[int]:
     """Fail running training jobs whose worker stopped beating; called on reads, so no run stays running."""
     silent_for = timedelta(seconds=get_settings().worker_lost_seconds)
     return fail_lost_jobs(session, TRAIN_JOB_KIND, silent_for, lambda job: describe_lost_run(session, job))
+
+
+def replace_metrics(session: Session, run_id: int, step: int, values: dict[str, float]) -> None:
+    """Write a step's values; a retried step replaces what it wrote before instead of doubling it."""
+    if not values:
+        return
+    session.execute(delete(RunMetric).where(RunMetric.run_id == run_id, RunMetric.step == step,
+                                            RunMetric.key.in_(list(values))))
+    session.execute(insert(RunMetric), [{"run_id": run_id, "step": step, "key": key, "value": value}
+                                        for key, value in values.items()])
+
+
+def metric_keys(session: Session, run_id: int) -> list[str]:
+    return sorted(session.exec(select(RunMetric.key).where(RunMetric.run_id == run_id).distinct()))
 
 
 def metric_series(session: Session, run_id: int, keys: list[str] | None = None) -> dict[str, dict[str, list]]:

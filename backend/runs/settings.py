@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from backend.settings import DEFAULT_MODEL
 
@@ -43,6 +43,15 @@ class TrainingSettings(BaseModel):
                                     description="Out-of-distribution pools evaluated with pass@k after training")
     ood_k: int = Field(4, ge=1, le=64, description="Samples per OOD prompt for pass@k")
     ood_samples: int = Field(50, ge=1, le=10_000, description="Prompts of each OOD pool used")
+
+    @field_validator("lora_target_modules", mode="before")
+    @classmethod
+    def _module_list(cls, value: Any) -> Any:
+        # PEFT reads a plain string as one regular expression over full names, so "q_proj,v_proj" or
+        # "q_proj" would match nothing: anything but "all-linear" becomes a list of names.
+        if isinstance(value, str) and value.strip() != "all-linear":
+            return [name.strip() for name in value.split(",") if name.strip()]
+        return value
 
     @property
     def prompts_per_step(self) -> int:
@@ -111,15 +120,9 @@ def check_training_settings(settings: TrainingSettings) -> list[str]:
         problems.append(f"batch_size ({settings.batch_size} completions per step) must be divisible by "
                         f"num_generations ({g}): every prompt's group of {g} completions must be complete in one "
                         f"batch. Use a multiple of {g}, for example {max(g, settings.batch_size // g * g)}.")
-    targets = settings.lora_target_modules
-    if isinstance(targets, str):
-        if targets != "all-linear" and not targets.strip():
-            problems.append('lora_target_modules is empty; use "all-linear" or a list of module names.')
-        names = [targets]
-    else:
-        if not targets:
-            problems.append('lora_target_modules is empty; use "all-linear" or a list of module names.')
-        names = list(targets)
+    names = [] if settings.lora_target_modules == "all-linear" else list(settings.lora_target_modules)
+    if settings.lora_target_modules != "all-linear" and not names:
+        problems.append('lora_target_modules is empty; use "all-linear" or a list of module names.')
     if "lm_head" in names:
         problems.append("lora_target_modules may not include lm_head: TRL computes log-probabilities from "
                         "lm_head.weight directly, so an adapter there would never train.")

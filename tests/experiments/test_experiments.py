@@ -104,7 +104,7 @@ def test_three_strategies_train_through_the_worker_and_compare(client, worker, y
     rows = comparison["table"]
     assert [row["strategy"] for row in rows] == ["hard", "easy", "medium"]
     assert all(row["n"] == 4 and row["seed"] == 11 and row["settings"]["lora_rank"] == 4 for row in rows)
-    assert all(set(row["ood"]) == {"yes-no ood pass@2"} for row in rows)
+    assert all(set(row["ood"]) == set(row["ood_base"]) == {f"yes-no ood (#{ood}) pass@2"} for row in rows)
     predicted = [row["predicted_learnable_share"] for row in rows]
     assert predicted[0] < predicted[1] and predicted[0] <= predicted[2]  # hard's groups are mostly all-wrong
     xs, ys, r2 = independent_fit(client, [row["run_id"] for row in rows])

@@ -70,3 +70,11 @@ def test_unknown_setting_and_lm_head_and_eval_rules():
 def test_presets_are_all_valid():
     for name in PRESETS:
         assert check_training_settings(preset(name)) == []
+
+
+def test_module_names_given_as_text_become_a_list():
+    # PEFT reads a plain string as one regular expression: "q_proj" alone would match no module.
+    assert TrainingSettings(lora_target_modules="q_proj, v_proj").lora_target_modules == ["q_proj", "v_proj"]
+    assert TrainingSettings(lora_target_modules="q_proj").lora_target_modules == ["q_proj"]
+    assert TrainingSettings().lora_target_modules == "all-linear"
+    assert "lm_head" in parse_training_settings({"lora_target_modules": "q_proj,lm_head"})[1][0]
