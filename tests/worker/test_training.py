@@ -140,6 +140,30 @@ def test_subset_without_answers_fails_with_how_to_add_them(service_artifacts):
         assert job.status == "failed" and "answer column" in job.error and "Traceback" not in job.error
 
 
+def test_out_of_memory_fails_with_the_settings_to_lower(service_artifacts, monkeypatch):
+    """The real trainer on a device that is too small: its second step runs out of memory."""
+    import torch
+    from trl import GRPOTrainer
+
+    from worker.training import train_run
+
+    step = GRPOTrainer.training_step
+
+    def training_step(self, *args, **kwargs):
+        if self.state.global_step >= 1:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return step(self, *args, **kwargs)
+
+    monkeypatch.setattr(GRPOTrainer, "training_step", training_step)
+    run_id, job_id = new_run({**TINY, "max_steps": 3})
+    assert train_run(run_id, raise_transient=True) == "failed"  # the same settings would run out again
+    with session_scope() as session:
+        job = session.get(Job, job_id)
+        assert job.status == "failed" and job.error.startswith("Training ran out of memory. Lower batch_size")
+        assert session.get(Run, run_id).adapter_path is None
+    assert set(metrics(run_id)) == {1}  # the step it finished is kept
+
+
 def test_unexpected_error_fails_with_a_readable_message(service_artifacts):
     from worker.training import train_run
 
