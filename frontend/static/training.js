@@ -1,12 +1,25 @@
 // Training settings shared by the planner's "Launch experiment" and "Train on this subset":
-// preset, steps, model, evaluation pool and OOD pools. Only the fields shown here are sent as
-// overrides; everything else comes from the preset (GET /api/training/presets).
+// preset, steps, model, evaluation pool, OOD pools and (folded) the GRPO / LoRA settings. The fields
+// shown are sent as overrides of the preset (GET /api/training/presets); the server checks them all.
 import { api } from "./api.js";
 import { h, replace } from "./dom.js";
 import { field, reportError } from "./ui.js";
 
 const PRESET_NAMES = ["quick_cpu", "paper"];
 const NONE = "none";
+
+// Folded under "More settings": [setting, label, input step]. Prefilled from the preset.
+const ADVANCED = [
+  ["num_generations", "Group size G", "1"],
+  ["batch_size", "Completions per step", "1"],
+  ["max_completion_length", "Max completion tokens", "1"],
+  ["learning_rate", "Learning rate", "any"],
+  ["lora_rank", "LoRA rank", "1"],
+  ["lora_alpha", "LoRA alpha", "1"],
+  ["temperature", "Temperature", "0.05"],
+  ["beta", "KL beta", "0.01"],
+  ["seed", "Seed", "1"],
+];
 
 // Evaluating every ~5th step gives a curve without spending most of the run on evaluation.
 const evalEveryFor = (steps) => String(Math.max(1, Math.round(Number(steps || 0) / 5)));
@@ -23,9 +36,12 @@ export function trainingForm(ctx) {
   const evalSamples = h("input", { type: "number", id: "eval-samples", "data-testid": "eval-samples", name: "eval_samples", value: "100", min: "1", step: "1" });
   const oodPools = h("select", { id: "ood-pools", "data-testid": "ood-pools", name: "ood_pool_ids", multiple: true, size: "3" });
   const presetHint = h("span", { class: "field-hint", id: "training-preset-hint" });
+  const advanced = new Map(ADVANCED.map(([key, , step]) => [key, h("input", {
+    type: "number", id: `training-${key.replaceAll("_", "-")}`, "data-testid": `training-${key}`, name: key, step,
+  })]));
 
   // A value the user typed survives presets and lists that finish loading later.
-  for (const input of [steps, model, evalPool, evalEvery, evalSamples]) {
+  for (const input of [steps, model, evalPool, evalEvery, evalSamples, ...advanced.values()]) {
     input.addEventListener("input", () => state.touched.add(input.id));
     input.addEventListener("change", () => state.touched.add(input.id));
   }
@@ -43,6 +59,7 @@ export function trainingForm(ctx) {
     };
     set(steps, p.max_steps);
     set(evalSamples, p.eval_samples);
+    for (const [key, input] of advanced) set(input, p[key]);
     if (p.model && [...model.options].some((o) => o.value === p.model)) set(model, p.model);
     syncEvalEvery(force);
   }
@@ -58,7 +75,7 @@ export function trainingForm(ctx) {
   }
 
   preset.addEventListener("change", () => {
-    for (const input of [steps, model, evalEvery, evalSamples]) state.touched.delete(input.id);
+    for (const input of [steps, model, evalEvery, evalSamples, ...advanced.values()]) state.touched.delete(input.id);
     applyPreset({ force: true });
   });
   evalPool.addEventListener("change", () => syncEvalEvery(false));
@@ -102,9 +119,13 @@ export function trainingForm(ctx) {
       field("Model", model)),
     h("div", { class: "grid grid-4" },
       field("Evaluation pool", evalPool, { hint: "Accuracy on held-out prompts; step 0 is the base model" }),
-      field("Evaluate every", evalEvery, { hint: "steps (0: never)" }),
+      field("Evaluate every", evalEvery, { hint: "steps (0: only at the start and the end)" }),
       field("Evaluation prompts", evalSamples, { hint: "at most this many of the pool: fewer is faster, noisier" }),
-      field("OOD pools", oodPools, { hint: "pass@k after training; Ctrl/⌘-click for several" })));
+      field("OOD pools", oodPools, { hint: "pass@k after training; Ctrl/⌘-click for several" })),
+    h("details", { id: "training-more" },
+      h("summary", null, "More settings (GRPO and LoRA)"),
+      h("div", { class: "grid grid-3" },
+        ADVANCED.map(([key, label]) => field(label, advanced.get(key))))));
 
   // Overrides of the preset for POST /api/runs and /api/experiments.
   function settings() {
@@ -116,6 +137,7 @@ export function trainingForm(ctx) {
       ood_pool_ids: [...oodPools.selectedOptions].map((o) => Number(o.value)),
     };
     if (evalId !== null) out.eval_samples = Number(evalSamples.value);
+    for (const [key, input] of advanced) if (input.value !== "") out[key] = Number(input.value);
     if (model.value) out.model = model.value;
     return out;
   }

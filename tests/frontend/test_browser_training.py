@@ -153,6 +153,10 @@ def test_experiment_from_the_planner_to_the_comparison(page: Page, server: str, 
     expect(page.locator("#eval-pool")).to_have_value(str(held_out["id"]))  # the held-out pool is the default
     page.fill("#eval-every", "1")
     page.fill("#eval-samples", "10")
+    page.click("#training-more summary")  # GRPO and LoRA settings, prefilled from the preset
+    expect(page.locator("#training-num-generations")).to_have_value("4")
+    page.fill("#training-num-generations", "2")
+    page.fill("#training-max-completion-length", "8")
     with page.expect_response(lambda r: r.url.endswith("/api/experiments") and r.request.method == "POST") as launched:
         page.click("#launch-experiment")
     assert launched.value.status == 201, launched.value.text()
@@ -161,7 +165,9 @@ def test_experiment_from_the_planner_to_the_comparison(page: Page, server: str, 
     assert sent["budget"] == {"kind": "count", "value": 8, "cost_per_prompt": None}
     assert sent["preset"] == "quick_cpu"
     assert sent["settings"] == {"max_steps": 2, "model": TINY_MODEL, "eval_pool_id": held_out["id"], "eval_every": 1,
-                                "eval_samples": 10, "ood_pool_ids": []}
+                                "eval_samples": 10, "ood_pool_ids": [], "num_generations": 2, "batch_size": 4,
+                                "max_completion_length": 8, "learning_rate": 1e-4, "lora_rank": 8, "lora_alpha": 16,
+                                "temperature": 1, "beta": 0, "seed": 0}
     experiment = launched.value.json()
     assert len(experiment["runs"]) == 3
 
