@@ -55,8 +55,8 @@ def run_metrics(run_id: int, session: SessionDep, keys: str | None = None) -> Ru
 
 @router.get("/runs/{run_id}/figures")
 def run_figures_(run_id: int, session: SessionDep) -> dict:
-    service.get_run(session, run_id)
-    return {"figures": run_figures(service.metric_series(session, run_id, FIGURE_KEYS))}
+    run = service.get_run(session, run_id)
+    return {"figures": run_figures(service.metric_series(session, run_id, FIGURE_KEYS), run.settings)}
 
 
 @router.get("/runs/{run_id}/metrics.csv")

@@ -129,6 +129,10 @@ def test_three_strategies_train_through_the_worker_and_compare(client, worker, y
     archive = zipfile.ZipFile(io.BytesIO(client.get(f"/api/runs/{run['id']}/adapter").content))
     assert {"adapter_config.json", "adapter_model.safetensors"} <= set(archive.namelist())
     assert json.loads(archive.read("adapter_config.json"))["r"] == 4
+    figures = client.get(f"/api/runs/{run['id']}/figures").json()["figures"]
+    assert figures["reward"]["data"][0]["x"] == [1, 2, 3, 4, 5, 6]
+    assert figures["eval_accuracy"]["data"][0]["x"] == [0, 3, 6]
+    assert figures["kl"]["data"] == [] and "beta = 0" in figures["kl"]["layout"]["annotations"][0]["text"]
     config = client.get(f"/api/runs/{run['id']}/config").json()
     assert config["grpo_config"]["per_device_train_batch_size"] == 4 and config["grpo_config"]["num_generations"] == 4
     assert config["lora_config"]["r"] == 4 and config["device"] == "cpu"
