@@ -333,8 +333,9 @@ def _fit(work: TrainingWork) -> str:
     if work.evaluation:
         from worker.evaluation import EvaluationCallback
 
-        callbacks.append(EvaluationCallback(run_id, work.job_id, work.evaluation, every=work.settings.eval_every,
-                                            max_new_tokens=work.settings.max_completion_length))
+        # First, so the step-0 evaluation is over before MetricsCallback starts timing steps for the ETA.
+        callbacks.insert(0, EvaluationCallback(run_id, work.job_id, work.evaluation, every=work.settings.eval_every,
+                                               max_new_tokens=work.settings.max_completion_length))
     trainer = build_trainer(work, callbacks)
     trainer.train()
     ended = _ended_early(work, callback.last_step)
