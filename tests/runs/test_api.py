@@ -73,3 +73,25 @@ def test_presets_endpoint_lists_valid_settings(client):
     assert presets["presets"]["paper"]["lora_rank"] == 32 and presets["presets"]["paper"]["max_steps"] == 1000
     assert presets["presets"]["quick_cpu"]["batch_size"] % presets["presets"]["quick_cpu"]["num_generations"] == 0
     assert presets["defaults"]["model"] == "SmolLM2-135M-Instruct"
+
+
+def test_an_unreachable_broker_fails_the_run_at_once_with_a_503(client, monkeypatch):
+    """The run is committed before it is sent; when the broker is down its job ends failed, not queued for ever."""
+    from backend.settings import get_settings
+    from worker.celery_app import get_celery
+
+    subset_id = make_subset()
+    monkeypatch.setenv("CELERY_BROKER_URL", "redis://127.0.0.1:1/0")  # nothing listens on port 1
+    get_settings.cache_clear()
+    get_celery.cache_clear()
+    try:
+        response = client.post("/api/runs", json={"subset_id": subset_id, "settings": {"max_steps": 2}})
+    finally:
+        get_settings.cache_clear()
+        get_celery.cache_clear()
+    assert response.status_code == 503, response.text
+    assert "broker is unreachable" in response.json()["detail"]
+    with session_scope() as session:
+        run = session.exec(select(Run).where(Run.subset_id == subset_id)).one()
+        job = session.get(Job, run.job_id)
+        assert job.status == "failed" and "broker is unreachable" in job.error
