@@ -32,8 +32,8 @@ export async function renderExperiment(ctx, experimentId) {
     card("Comparison", { id: "compare-card", subtitle: "Does the share of steps with mixed rewards explain the accuracy gain?" },
       h("div", { class: "chart-grid" }, plots.eval_accuracy, plots.learnable_share),
       h("div", { class: "chart-grid" }, plots.scatter, h("div", { class: "fit-box" }, h("h3", null, "Gain ~ learnable %"), r2,
-        h("p", { class: "muted small" }, "Least-squares line of the accuracy gain on the learnable % of each run "
-          + "(Hard Examples Are All You Need reports R² = 0.66)."))),
+        h("p", { class: "muted small" }, "Least-squares line of the accuracy gain on the learnable % of each "
+          + "succeeded run (this experiment's, and earlier ones on this pool evaluated on the same prompts)."))),
       h("h3", null, "Summary"),
       tableBox));
 
