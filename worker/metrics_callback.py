@@ -16,7 +16,7 @@ from sqlmodel import Session, select
 from backend.database import session_scope
 from backend.jobs.tables import FINISHED, Job, JobStatus
 from backend.runs.service import replace_metrics
-from backend.timeutil import utcnow
+from backend.timeutil import format_duration, utcnow
 
 try:  # the worker has transformers; this module is only imported there
     from transformers import TrainerCallback
@@ -25,15 +25,6 @@ except ImportError:  # pragma: no cover
 
 ZERO_STD_KEY = "frac_reward_zero_std"  # trl 1.x: GRPOTrainer._generate_and_score_completions
 LEARNABLE_SHARE_KEY = "learnable_share"
-
-
-def format_eta(seconds: float) -> str:
-    seconds = int(max(0, seconds))
-    if seconds >= 3600:
-        return f"{seconds // 3600}h {seconds % 3600 // 60}m"
-    if seconds >= 60:
-        return f"{seconds // 60}m {seconds % 60}s"
-    return f"{seconds}s"
 
 
 def metric_values(logs: dict[str, Any]) -> dict[str, float]:
@@ -84,7 +75,7 @@ class MetricsCallback(TrainerCallback):
                 per_step = elapsed / step
                 remaining = per_step * (self.max_steps - step)
                 job.message = (f"step {step}/{self.max_steps}, {per_step:.1f} s/step, "
-                               f"ETA {format_eta(remaining)}")[:1000]
+                               f"ETA {format_duration(remaining)}")[:1000]
                 if control.should_training_stop and self.stopped_for_cancel:
                     job.message = f"cancel requested; stopping after step {step}/{self.max_steps}"
             job.heartbeat_at = utcnow()

@@ -29,7 +29,7 @@ from backend.jobs.service import fail_unless_finished, lock_job, transition
 from backend.jobs.tables import FINISHED, Job, JobStatus
 from backend.pools.tables import Pool, Prompt
 from backend.probes.tables import Probe, ProbeShard, PromptScore, Sample
-from backend.timeutil import utcnow
+from backend.timeutil import format_duration, utcnow
 from worker.engines.base import GenerationEngine, derive_seed
 
 log = logging.getLogger(__name__)
@@ -250,15 +250,6 @@ def _start(probe_id: int, shard_index: int) -> ShardWork | str:
             texts=[r[1] for r in rows], golds=[r[2] for r in rows], progress_total=job.progress_total)
 
 
-def _format_eta(seconds: float) -> str:
-    seconds = int(max(0, seconds))
-    if seconds >= 3600:
-        return f"{seconds // 3600}h {seconds % 3600 // 60}m"
-    if seconds >= 60:
-        return f"{seconds // 60}m {seconds % 60}s"
-    return f"{seconds}s"
-
-
 def _report_progress(work: ShardWork, done: int, generation_seconds: float, wall_seconds: float) -> bool:
     """Check for a cancel request and write progress in one short transaction. False: stop now."""
     with session_scope() as session:
@@ -275,7 +266,7 @@ def _report_progress(work: ShardWork, done: int, generation_seconds: float, wall
         samples_per_second = done * work.k / generation_seconds if generation_seconds > 0 else 0.0
         prompts_per_second = done / wall_seconds if wall_seconds > 0 else 0.0
         remaining = job.progress_total - job.progress_done
-        eta = f", ETA {_format_eta(remaining / prompts_per_second)}" if prompts_per_second > 0 else ""
+        eta = f", ETA {format_duration(remaining / prompts_per_second)}" if prompts_per_second > 0 else ""
         job.message = (f"shard {work.shard_index + 1}/{work.shard_count}: {done}/{len(work.prompt_ids)} prompts, "
                        f"{samples_per_second:.1f} samples/s{eta}")
         job.heartbeat_at = utcnow()
