@@ -14,3 +14,10 @@ metadata = SQLModel.metadata
 
 __all__ = ["ApiToken", "Experiment", "Job", "JobEvent", "Pool", "Prompt", "Probe", "ProbeShard", "PromptScore", "Run",
            "RunMetric", "Sample", "Subset", "SubsetMember", "metadata"]
+
+# Ids are never reused: on SQLite a table without AUTOINCREMENT hands a deleted row's id to the
+# next insert, and caches, exports and bookmarks that name an id would then point at a new row.
+# (Postgres ids come from sequences, which never go back.) Declared once so no table can forget it.
+for _table in metadata.tables.values():
+    if "id" in _table.c and _table.c.id.primary_key:
+        _table.dialect_kwargs["sqlite_autoincrement"] = True
