@@ -35,6 +35,7 @@ from backend.pools.ingest import (
 )
 from backend.pools.schemas import PromptOrder, PromptPage, PromptRead
 from backend.pools.tables import Pool, Prompt
+from backend.probes.score_arrays import forget_probes
 from backend.probes.tables import Probe, PromptScore
 
 DETECTION_ANSWERS = 1000
@@ -331,7 +332,9 @@ def delete_pool(session: Session, pool_id: int) -> None:
         get_pool(session, pool_id)
         raise AppError(409, f"Pool {pool_id} is being probed by job {active}; cancel it first "
                             f"(POST /api/jobs/{active}/cancel) and delete the pool when it has stopped.")
+    probe_ids = session.exec(select(Probe.id).where(Probe.pool_id == pool_id)).all()
     result = session.execute(delete(Pool).where(Pool.id == pool_id).execution_options(synchronize_session=False))
     if result.rowcount == 0:
         raise not_found("Pool", pool_id)
+    forget_probes(session, probe_ids)
     session.expire_all()

@@ -47,7 +47,7 @@ def probe_difficulty(probe_id: int, session: SessionDep, bins: int = 20) -> Diff
         raise AppError(422, f"bins must be between 1 and 200 (got {bins}).")
     probe = service.get_probe(session, probe_id)
     service.require_finished(session, probe)
-    scores = load_scores(session, probe.id)
+    scores = load_scores(session, probe)
     metric = "agreement" if probe.label_free else "pass_rate"
     success = 1.0 - scores.difficulty  # pass rate with gold answers, agreement without
     counts = histogram(success, bins)

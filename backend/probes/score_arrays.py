@@ -1,6 +1,8 @@
 """A finished probe's scores as numpy arrays, for selection previews on pools of millions.
 
-A finished probe never changes, so its arrays are cached per process (a few, least recent out).
+A finished probe never changes, so its arrays are cached per process (a few, least recent out),
+keyed by database, probe id and creation time: a key that cannot come back, even where a deleted
+probe's id was reused (SQLite before migration 0004). Deleting a pool drops its probes' entries.
 On Postgres they are read with a binary COPY parsed by numpy, which is several times faster than
 fetching a million Python tuples.
 """
@@ -13,7 +15,7 @@ import numpy as np
 from sqlalchemy import text
 from sqlmodel import Session
 
-_CACHE: "OrderedDict[tuple[str, int], ProbeScores]" = OrderedDict()
+_CACHE: "OrderedDict[tuple[str, int, str], ProbeScores]" = OrderedDict()
 _CACHE_SIZE = 4
 _LOCK = Lock()
 
@@ -63,17 +65,29 @@ def _read_generic(session: Session, probe_id: int) -> ProbeScores:
     return _in_id_order(*zip(*rows, strict=True))
 
 
-def load_scores(session: Session, probe_id: int) -> ProbeScores:
+def _key(session: Session, probe_id: int, created_at) -> tuple[str, int, str]:
+    return str(session.get_bind().url), probe_id, str(created_at)
+
+
+def load_scores(session: Session, probe) -> ProbeScores:
     """Scores of a finished probe (the caller checks that it finished)."""
-    key = (str(session.get_bind().url), probe_id)
+    key = _key(session, probe.id, probe.created_at)
     with _LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
             return _CACHE[key]
     dialect = session.get_bind().dialect.name
-    scores = _read_postgres(session, probe_id) if dialect == "postgresql" else _read_generic(session, probe_id)
+    scores = _read_postgres(session, probe.id) if dialect == "postgresql" else _read_generic(session, probe.id)
     with _LOCK:
         _CACHE[key] = scores
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     return scores
+
+
+def forget_probes(session: Session, probe_ids) -> None:
+    """Drop the cached scores of these probes (their pool is being deleted)."""
+    url, gone = str(session.get_bind().url), set(probe_ids)
+    with _LOCK:
+        for key in [key for key in _CACHE if key[0] == url and key[1] in gone]:
+            del _CACHE[key]

@@ -73,7 +73,7 @@ def compute_selection(session: Session, req: SelectionRequest) -> Selection:
     _check_request(req)
     probe = get_probe(session, req.probe_id)
     require_finished(session, probe)
-    scores = load_scores(session, probe.id)
+    scores = load_scores(session, probe)
     try:
         budget = budget_to_count(len(scores), **_budget_args(req))
         selector = _selector(scores, req.seed)
