@@ -1,6 +1,7 @@
 """Migrations: one head, and `alembic upgrade head` on an empty database gives exactly the tables
 (and columns) the models declare."""
 
+import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, inspect
 
@@ -41,3 +42,121 @@ def test_upgrade_head_on_empty_sqlite_matches_models(tmp_path):
     url = f"sqlite:///{tmp_path / 'empty.db'}"
     upgrade_head(url)
     assert _schema(url) == _declared()
+
+
+# --- upgrades keep every row (issue 7 §3) ------------------------------------------------------------
+
+ROWS_PER_TABLE = 2
+
+
+def _value(column, i: int, parents: dict[str, list[dict]]):
+    """A value for row i of a column: a foreign key points at the parent's row i, others by type."""
+    from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, Numeric
+
+    for fk in column.foreign_keys:
+        return parents[fk.column.table.name][i][fk.column.name]
+    kind = column.type
+    if isinstance(kind, Boolean):
+        return i % 2 == 0
+    if isinstance(kind, Integer):
+        return 100 + i
+    if isinstance(kind, Float | Numeric):
+        return 0.25 + i
+    if isinstance(kind, DateTime):
+        from datetime import datetime
+
+        return datetime(2026, 1, 1 + i)
+    if isinstance(kind, JSON):
+        return {"row": i}
+    return f"{column.table.name}-{column.name}-{i}"
+
+
+def _fill_every_table(url: str) -> dict[str, tuple[list[str], list[tuple]]]:
+    """Rows in every table the database has at its revision, by reflection (so it fits any revision):
+    {table: (columns, rows sorted)}."""
+    from sqlalchemy import MetaData
+
+    engine = create_engine(url)
+    try:
+        reflected = MetaData()
+        reflected.reflect(engine)
+        tables = [t for t in reflected.sorted_tables if t.name != "alembic_version"]
+        rows: dict[str, list[dict]] = {}
+        with engine.begin() as connection:
+            for table in tables:
+                rows[table.name] = [{c.name: _value(c, i, rows) for c in table.columns}
+                                    for i in range(ROWS_PER_TABLE)]
+                connection.execute(table.insert(), rows[table.name])
+    finally:
+        engine.dispose()
+    return {name: _read(url, name, [c.name for c in reflected.tables[name].columns]) for name in rows}
+
+
+def _read(url: str, table: str, columns: list[str]) -> tuple[list[str], list[tuple]]:
+    from sqlalchemy import MetaData, select
+
+    engine = create_engine(url)
+    try:
+        reflected = MetaData()
+        reflected.reflect(engine, only=[table])
+        with engine.connect() as connection:
+            rows = connection.execute(select(*(reflected.tables[table].c[c] for c in columns))).all()
+        return columns, sorted(tuple(row) for row in rows)
+    finally:
+        engine.dispose()
+
+
+def _earlier_revisions() -> list[str]:
+    script = ScriptDirectory.from_config(alembic_config())
+    return [rev.revision for rev in script.walk_revisions() if rev.revision != script.get_current_head()]
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def empty_database(request, tmp_path):
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'old.db'}"
+        return
+    name, url = create_pg_database()
+    yield url
+    drop_pg_database(name)
+
+
+@pytest.mark.parametrize("revision", _earlier_revisions())
+def test_upgrade_from_every_earlier_revision_keeps_every_row(empty_database, revision):
+    from alembic import command
+
+    command.upgrade(alembic_config(empty_database), revision)
+    before = _fill_every_table(empty_database)
+    assert set(before) >= {"pool", "prompt", "probe", "sample", "prompt_score", "subset", "job"}
+    upgrade_head(empty_database)
+    for name, (columns, rows) in before.items():
+        # Migrations so far only add columns: every old column is still there with its values.
+        assert _read(empty_database, name, columns)[1] == rows, f"{name} changed from revision {revision} to head"
+
+
+def test_a_migration_that_breaks_a_foreign_key_is_rolled_back(tmp_path):
+    """foreign_key_check runs before the SQLite upgrade commits: a dangling row fails it, and the
+    database stays at its old revision with every row."""
+    from alembic import command
+
+    url = f"sqlite:///{tmp_path / 'dangling.db'}"
+    command.upgrade(alembic_config(url), "0003")
+    before = _fill_every_table(url)
+    engine = create_engine(url)
+    try:
+        with engine.begin() as connection:  # a row whose parent is gone (foreign keys are off by default)
+            connection.exec_driver_sql("DELETE FROM pool WHERE id = 100")
+    finally:
+        engine.dispose()
+    with pytest.raises(Exception, match="pointing at missing parents"):
+        upgrade_head(url)
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            assert connection.exec_driver_sql("SELECT version_num FROM alembic_version").scalar_one() == "0003"
+            assert connection.exec_driver_sql("SELECT count(*) FROM run_metric").scalar_one() == len(
+                before["run_metric"][1])
+            ddl = connection.exec_driver_sql("SELECT sql FROM sqlite_master WHERE name = 'probe'").scalar_one()
+            assert "AUTOINCREMENT" not in ddl
+    finally:
+        engine.dispose()
