@@ -26,18 +26,21 @@ class ProbeScores:
     difficulty: np.ndarray  # float64
     pass_rate: np.ndarray  # float64, NaN in label-free mode
     base_wrong: np.ndarray  # bool
+    correct_count: np.ndarray  # int64, -1 in label-free mode (the learnable-share forecast needs c and k)
+    k: np.ndarray  # int64, samples per prompt
 
     def __len__(self) -> int:
         return len(self.prompt_ids)
 
 
 # No ORDER BY: numpy sorts the ids faster than Postgres does (the order only has to be deterministic).
-_QUERY = ("SELECT prompt_id, difficulty, coalesce(pass_rate, 'NaN'), base_wrong FROM prompt_score "
-          "WHERE probe_id = {probe_id}")
+_QUERY = ("SELECT prompt_id, difficulty, coalesce(pass_rate, 'NaN'), base_wrong, coalesce(correct_count, -1), k "
+          "FROM prompt_score WHERE probe_id = {probe_id}")
 
-# COPY BINARY rows of (int8, float8, float8, bool): a field count, then (length, value) per field.
+# COPY BINARY rows of (int8, float8, float8, bool, int4, int4): a field count, then (length, value) per field.
 _ROW = np.dtype([("n", ">i2"), ("l1", ">i4"), ("id", ">i8"), ("l2", ">i4"), ("difficulty", ">f8"),
-                 ("l3", ">i4"), ("pass_rate", ">f8"), ("l4", ">i4"), ("base_wrong", "?")])
+                 ("l3", ">i4"), ("pass_rate", ">f8"), ("l4", ">i4"), ("base_wrong", "?"),
+                 ("l5", ">i4"), ("correct_count", ">i4"), ("l6", ">i4"), ("k", ">i4")])
 _HEADER = 19  # signature (11) + flags (4) + extension length (4)
 
 
@@ -49,19 +52,22 @@ def _read_postgres(session: Session, probe_id: int) -> ProbeScores:
         for chunk in copy:
             buffer += chunk
     rows = np.frombuffer(memoryview(buffer)[_HEADER:len(buffer) - 2], dtype=_ROW)
-    return _in_id_order(rows["id"], rows["difficulty"], rows["pass_rate"], rows["base_wrong"])
+    return _in_id_order(rows["id"], rows["difficulty"], rows["pass_rate"], rows["base_wrong"],
+                        rows["correct_count"], rows["k"])
 
 
-def _in_id_order(ids, difficulty, pass_rate, base_wrong) -> ProbeScores:
+def _in_id_order(ids, difficulty, pass_rate, base_wrong, correct_count, k) -> ProbeScores:
     order = np.argsort(ids, kind="stable")
     return ProbeScores(np.asarray(ids, np.int64)[order], np.asarray(difficulty, np.float64)[order],
-                       np.asarray(pass_rate, np.float64)[order], np.asarray(base_wrong, bool)[order])
+                       np.asarray(pass_rate, np.float64)[order], np.asarray(base_wrong, bool)[order],
+                       np.asarray(correct_count, np.int64)[order], np.asarray(k, np.int64)[order])
 
 
 def _read_generic(session: Session, probe_id: int) -> ProbeScores:
     rows = session.connection().execute(text(_QUERY.format(probe_id=int(probe_id)))).all()
     if not rows:
-        return ProbeScores(np.empty(0, np.int64), np.empty(0), np.empty(0), np.empty(0, bool))
+        return ProbeScores(np.empty(0, np.int64), np.empty(0), np.empty(0), np.empty(0, bool),
+                           np.empty(0, np.int64), np.empty(0, np.int64))
     return _in_id_order(*zip(*rows, strict=True))
 
 
