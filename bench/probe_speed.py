@@ -128,6 +128,10 @@ def main() -> None:
     parser.add_argument("--model", default="SmolLM2-135M-Instruct")
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
     args = parser.parse_args()
+    if not args.data.is_file():
+        sys.exit(f"probe_speed: no dataset at {args.data}. The full GSM8K test set is optional and not in the "
+                 f"repository: put it there (see tests/data/README.md for its source) or pass --data PATH.jsonl "
+                 f"(tests/data/gsm8k/test.jsonl is a 40-row slice).")
 
     from backend.settings import get_settings
 

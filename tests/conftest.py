@@ -17,7 +17,7 @@ import pytest
 import redis
 
 ROOT = Path(__file__).resolve().parent.parent
-DATASETS = ROOT.parent / "shared" / "datasets"
+DATASETS = ROOT / "tests" / "data"  # small slices of public datasets, see tests/data/README.md
 PG_ADMIN = os.environ.get("BUDGETLAB_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_TEST_URL = os.environ.get("BUDGETLAB_TEST_REDIS", "redis://127.0.0.1:6379/11")
 # Each session's broker keys carry their own prefix, so concurrent sessions never share tasks.

@@ -3,12 +3,20 @@
 Task types (DESIGN §3):
 - ``numeric``: a number; GSM8K golds end with ``#### N``. Compared as numbers.
 - ``math``: a LaTeX answer (MATH-500 style), compared with math-verify.
-- ``choice``: a letter ``(A)``..``(G)`` (BBH style).
-- ``exact``: any other short text, compared after normalisation.
+- ``choice``: a letter ``(A)``, ``(B)``... (BBH style; BBH goes up to ``(R)``). The options, when
+  known (`parse_options` reads them from the prompt), let an answer given as the option's text count.
+- ``exact``: any other short text (BBH's ``Yes``/``No``, ``True``/``False``, word lists), compared
+  after normalisation.
 
-Every extractor prefers the *last* complete ``\\boxed{...}``: the probe prompt asks for the answer
-there, and the last one is the model's final word. Everything here is pure and never raises on odd
-model output; a completion we cannot read simply grades as wrong.
+Two grading policies (stored with each probe):
+- ``strict``: the paper's rule. Only the last complete ``\\boxed{...}`` counts, and it must hold the
+  answer itself (a number, a letter, the text); no fallback to the last number or letter of the text.
+- ``lenient``: the last ``\\boxed{}`` if any, else the final stated answer in the text (last number,
+  last stated choice, last line), and an option's text counts as its letter.
+Both compare numbers as numbers; integers must be equal, only non-integer golds get a tolerance.
+
+Everything here is pure and never raises on odd model output; a completion we cannot read simply
+grades as wrong.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ import re
 import signal
 import string
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 from functools import lru_cache
 from itertools import islice
@@ -25,8 +33,10 @@ from typing import Literal, get_args
 
 TaskType = Literal["numeric", "math", "choice", "exact"]
 TASK_TYPES: tuple[TaskType, ...] = get_args(TaskType)
+GradingPolicy = Literal["strict", "lenient"]
+GRADING_POLICIES: tuple[GradingPolicy, ...] = get_args(GradingPolicy)
 
-CHOICE_LETTERS = "ABCDEFG"
+CHOICE_LETTERS = string.ascii_uppercase
 NUMERIC_TOLERANCE = Decimal("1e-6")
 # math-verify's timeout uses SIGALRM, which only works in the main thread and would cancel any
 # alarm already set (pytest-timeout, a caller's own); otherwise we run without one and rely on
@@ -35,6 +45,7 @@ MATH_TIMEOUT_SECONDS = 5
 MATH_MAX_ANSWER_CHARS = 500
 DETECTION_SAMPLE_SIZE = 1000
 NUMERIC_POOL_SHARE = 0.95
+CHOICE_POOL_SHARE = 0.95  # a few broken targets (BBH movie_recommendation #164) must not hide a choice pool
 MATH_POOL_LATEX_SHARE = 0.10
 
 # A number as people write it: optional minus and $, thousands groups or plain digits, decimals.
@@ -44,20 +55,31 @@ _NUMBER_FULL = re.compile(_NUMBER)
 _FRACTION_FULL = re.compile(r"(-?)\\[dt]?frac\{(-?\d+)\}\{(-?\d+)\}|(-?\d+)\s*/\s*(-?\d+)")
 _BOXED = re.compile(r"\\(?:boxed|fbox)\s*")
 _TEXT_WRAPPER = re.compile(r"\\(?:text|textbf|textrm|mathrm|mathbf)\s*\{([^{}]*)\}")
-_CHOICE_GOLD = re.compile(r"\(([A-Ga-g])\)|([A-G])")
-_CHOICE_IN_TEXT = re.compile(r"\(([A-G])\)")
-_CHOICE_BOXED = re.compile(r"\(?([A-Ga-g])\)?[.:]?")
-_LATEX_MARKER = re.compile(r"\\[A-Za-z]+|[\^{}]|_[{\d]")
+_CHOICE_GOLD = re.compile(r"\(([A-Za-z])\)|([A-Z])")
+_CHOICE_IN_TEXT = re.compile(r"\(([A-Z])\)")
+_CHOICE_BOXED = re.compile(r"\(?([A-Za-z])\)?[.:]?")
+# "the answer is B", "the correct choice is (A)", "Option C": a choice stated with a bare letter.
+_CHOICE_STATED = re.compile(r"(?i:\b(?:answer|choice|option))(?:\s+is)?\s*[:=]?\s*\(?([A-Z])\)?(?![\w'])")
+_ANSWER_PHRASE = re.compile(r"(?i:\banswer\b)(?:\s+is)?\s*[:=]?\s*([^\n]*)")
+_OPTION_LINE = re.compile(r"^[ \t]*\(([A-Z])\)[ \t]*(\S[^\n]*?)[ \t]*$", re.MULTILINE)
+# A lone brace is not LaTeX (BBH dyck_languages targets are "} ] )"); a braced group is.
+_LATEX_MARKER = re.compile(r"\\[A-Za-z]+|\^|\{[^{}]*\}|_[{\d]")
 _MATH_DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
-_ANSWER_PREFIX = re.compile(
-    r"^(?:so|therefore|thus|hence)?\s*,?\s*(?:the\s+)?(?:final\s+)?answer\b(?:\s+is)?\s*[:=]?\s*"
-)
+_ANSWER_MARK = re.compile(r"\banswer\b(?:\s+is)?\s*[:=]?\s*")
+_LABEL_SETS = (frozenset({"true", "false"}), frozenset({"yes", "no"}), frozenset({"valid", "invalid"}))
 _EDGE_PUNCTUATION = string.punctuation + string.whitespace
+_BRACKETS = "()[]{}<>"
+_EDGE_NON_BRACKETS = "".join(c for c in _EDGE_PUNCTUATION if c not in _BRACKETS)
 
 
 def _check_task_type(task_type: str) -> None:
     if task_type not in TASK_TYPES:
         raise ValueError(f"unknown task type {task_type!r}; use one of {', '.join(TASK_TYPES)}")
+
+
+def _check_policy(policy: str) -> None:
+    if policy not in GRADING_POLICIES:
+        raise ValueError(f"unknown grading policy {policy!r}; use one of {', '.join(GRADING_POLICIES)}")
 
 
 # --- small readers -------------------------------------------------------------------------------
@@ -107,7 +129,7 @@ def _unwrap_text(text: str) -> str:
 
 def _to_decimal(text: str) -> Decimal | None:
     """A plain number ("1,234", "$5", "-2.50") or simple fraction ("3/4", "\\frac{3}{4}"), else None."""
-    s = _unwrap_text(text).replace("\\$", "$").replace("\\!", "").replace("\\,", "").strip()
+    s = _unwrap_text(text).replace("\\$", "$").replace("\\!", "").replace("\\,", "").replace("{,}", ",").strip()
     fraction = _FRACTION_FULL.fullmatch(s)
     if fraction:
         sign, num, den, plain_num, plain_den = fraction.groups()
@@ -133,7 +155,7 @@ def _format_number(value: Decimal) -> str:
 
 
 def _last_number(text: str) -> str | None:
-    matches = _NUMBER_IN_TEXT.findall(text)
+    matches = _NUMBER_IN_TEXT.findall(text.replace("{,}", ","))  # LaTeX thousands: 1{,}000
     for candidate in reversed(matches):
         value = _to_decimal(candidate)
         if value is not None:
@@ -149,11 +171,15 @@ def _choice_letter(text: str) -> str | None:
 
 
 def _normalise_text(text: str) -> str | None:
-    """Lowercase, collapse whitespace, strip surrounding punctuation (keeping a number's minus sign)."""
-    collapsed = " ".join(text.lower().split()).rstrip(_EDGE_PUNCTUATION)
+    """Lowercase, collapse whitespace, strip surrounding punctuation (keeping a number's minus sign).
+    A text made only of brackets keeps them: they are the answer (BBH dyck_languages: "] ) }")."""
+    words = " ".join(text.lower().split())
+    collapsed = words.rstrip(_EDGE_PUNCTUATION)
     core = collapsed.lstrip(_EDGE_PUNCTUATION)
     if core[:1].isdigit() and collapsed[: len(collapsed) - len(core)].endswith("-"):
         core = "-" + core
+    if not core and any(bracket in words for bracket in _BRACKETS):
+        core = words.strip(_EDGE_NON_BRACKETS)
     return core or None
 
 
@@ -205,14 +231,57 @@ def parse_gold(answer: str, task_type: TaskType) -> str | None:
     return _normalise_text(text)
 
 
-def extract_answer(completion: str, task_type: TaskType) -> str | None:
+def parse_options(prompt: str) -> dict[str, str]:
+    """The lettered options of a multiple-choice prompt, {"A": "pink ball", ...}, from lines such as
+    "(A) pink ball" (BBH's "Options:" block); {} when it has none."""
+    options: dict[str, str] = {}
+    for letter, text in _OPTION_LINE.findall(prompt):
+        options.setdefault(letter, text)
+    return options
+
+
+def _option_letter(text: str, options: Mapping[str, str]) -> str | None:
+    """The letter of the one option whose text `text` is (after normalisation); None if none or several."""
+    wanted = _normalise_text(_unwrap_text(text))
+    if wanted is None:
+        return None
+    letters = [letter for letter, option in options.items() if _normalise_text(option) == wanted]
+    return letters[0] if len(letters) == 1 else None
+
+
+def _stated_choice(text: str, options: Mapping[str, str] | None) -> str | None:
+    """The choice stated last in `text`: "(X)", "the answer is X", or (options known) "the answer is <an
+    option's text>". Position decides, so "It's A (F) ... the correct choice is A" reads A."""
+    allowed = options.keys() if options else CHOICE_LETTERS
+    found = [(m.end(), m.group(1)) for pattern in (_CHOICE_IN_TEXT, _CHOICE_STATED)
+             for m in pattern.finditer(text) if m.group(1) in allowed]
+    if options:
+        for m in _ANSWER_PHRASE.finditer(text):
+            letter = _option_letter(m.group(1), options)
+            if letter is not None:
+                found.append((m.end(), letter))
+    return max(found)[1] if found else None
+
+
+def extract_answer(
+    completion: str,
+    task_type: TaskType,
+    *,
+    policy: GradingPolicy = "lenient",
+    options: Mapping[str, str] | None = None,
+) -> str | None:
     """The model's final answer in ``completion``, normalised like ``parse_gold``; None if absent.
 
-    The last complete \\boxed{} wins for every type. Otherwise: numeric and math take the last
-    number; choice the last "(X)"; exact the last non-empty line, minus an "answer is" prefix.
+    The last complete \\boxed{} wins for every type; under ``strict`` it is the only place read, and
+    it must hold the answer itself. ``lenient`` otherwise takes: numeric and math, the last number;
+    choice, the last stated choice; exact, the last line after any "answer is". ``options`` (see
+    `parse_options`): for choice under ``lenient``, an option's text counts as its letter.
     """
     _check_task_type(task_type)
+    _check_policy(policy)
     boxed = last_boxed(completion)
+    if policy == "strict":
+        return None if boxed is None else _read_boxed_strictly(boxed, task_type)
     if task_type == "numeric":
         if boxed is None:
             return _last_number(completion)
@@ -220,14 +289,13 @@ def extract_answer(completion: str, task_type: TaskType) -> str | None:
         return _format_number(value) if value is not None else _last_number(_unwrap_text(boxed))
     if task_type == "choice":
         if boxed is None:
-            letters = _CHOICE_IN_TEXT.findall(completion)
-            return letters[-1] if letters else None
+            return _stated_choice(completion, options)
         inner = _unwrap_text(boxed).strip()
         whole = _CHOICE_BOXED.fullmatch(inner)
         if whole:
             return whole.group(1).upper()
-        letters = _CHOICE_IN_TEXT.findall(inner)
-        return letters[-1] if letters else None
+        letter = _option_letter(inner, options) if options else None
+        return letter or _stated_choice(inner, options)
     if task_type == "math":
         if boxed is not None:
             return boxed or None
@@ -238,16 +306,38 @@ def extract_answer(completion: str, task_type: TaskType) -> str | None:
     if not lines:
         return None
     last = " ".join(lines[-1].lower().split())
-    return _normalise_text(_ANSWER_PREFIX.sub("", last))
+    marks = list(_ANSWER_MARK.finditer(last))
+    return _normalise_text(last[marks[-1].end():] if marks else last)
 
 
-def is_correct(extracted: str | None, gold: str, task_type: TaskType) -> bool:
+def _read_boxed_strictly(boxed: str, task_type: TaskType) -> str | None:
+    if task_type == "numeric":
+        value = _to_decimal(boxed)
+        return None if value is None else _format_number(value)
+    if task_type == "choice":
+        whole = _CHOICE_BOXED.fullmatch(_unwrap_text(boxed).strip())
+        return whole.group(1).upper() if whole else None
+    if task_type == "math":
+        return boxed or None
+    return _normalise_text(_unwrap_text(boxed))
+
+
+def is_correct(
+    extracted: str | None,
+    gold: str,
+    task_type: TaskType,
+    *,
+    policy: GradingPolicy = "lenient",
+    options: Mapping[str, str] | None = None,
+) -> bool:
     """Whether an extracted answer matches the gold answer. Never raises; None is always wrong.
 
-    ``gold`` may be raw or already parsed (``parse_gold`` is idempotent). numeric: equal within
-    1e-6, relative for magnitudes above 1. math: string fast path, then math-verify.
+    ``gold`` may be raw or already parsed (``parse_gold`` is idempotent). numeric: equal, within 1e-6
+    (relative above 1) only when the gold is not an integer. math: string fast path, then math-verify.
+    choice under ``lenient`` with ``options``: an option's text counts as its letter.
     """
     _check_task_type(task_type)
+    _check_policy(policy)
     if extracted is None:
         return False
     gold_value = parse_gold(gold, task_type)
@@ -256,15 +346,22 @@ def is_correct(extracted: str | None, gold: str, task_type: TaskType) -> bool:
     if task_type == "numeric":
         return _numbers_equal(_to_decimal(str(extracted)), _to_decimal(gold_value))
     if task_type == "choice":
-        return _choice_letter(str(extracted)) == gold_value
+        letter = _choice_letter(str(extracted))
+        if letter is None and policy == "lenient" and options:
+            letter = _option_letter(str(extracted), options)
+        return letter == gold_value
     if task_type == "exact":
         return _normalise_text(str(extracted)) == gold_value
     return _math_equal(_strip_math_wrappers(str(extracted)), gold_value)
 
 
 def _numbers_equal(a: Decimal | None, b: Decimal | None) -> bool:
+    """`a` (the model's) equals `b` (the gold). An integer gold needs the exact integer: a relative
+    tolerance would accept 191,999,900 for 192,000,000. Only a non-integer gold (1/3) gets one."""
     if a is None or b is None:
         return False
+    if b == b.to_integral_value():
+        return a == b
     return abs(a - b) <= NUMERIC_TOLERANCE * max(Decimal(1), abs(b))
 
 
@@ -316,17 +413,23 @@ def _math_timeout() -> int | None:
     return MATH_TIMEOUT_SECONDS
 
 
+def _detection_sample(answers: Iterable[str]) -> list[str]:
+    non_empty = (str(a) for a in answers if a is not None and str(a).strip())
+    return list(islice(non_empty, DETECTION_SAMPLE_SIZE))
+
+
 def detect_task_type(answers: Iterable[str]) -> TaskType:
     """Guess a pool's task type from (the first 1,000 non-empty of) its gold answers.
 
-    All choice letters -> choice; at least 95% numbers (GSM8K "#### N" included) -> numeric;
-    at least 10% with LaTeX markup (\\frac, ^, braces...) -> math; otherwise exact.
+    At least 95% choice letters -> choice; at least 95% numbers (GSM8K "#### N" included) -> numeric;
+    at least 10% with LaTeX markup (\\frac, ^, braced groups...) -> math; otherwise exact (which is
+    also how labels such as Yes/No or True/False are graded).
     """
-    non_empty = (str(a) for a in answers if a is not None and str(a).strip())
-    sample = list(islice(non_empty, DETECTION_SAMPLE_SIZE))
+    sample = _detection_sample(answers)
     if not sample:
         return "exact"
-    if all(parse_gold(a, "choice") is not None for a in sample):
+    choice = sum(parse_gold(a, "choice") is not None for a in sample)
+    if choice >= CHOICE_POOL_SHARE * len(sample):
         return "choice"
     numeric = sum(parse_gold(a, "numeric") is not None for a in sample)
     if numeric >= NUMERIC_POOL_SHARE * len(sample):
@@ -335,6 +438,29 @@ def detect_task_type(answers: Iterable[str]) -> TaskType:
     if latex >= MATH_POOL_LATEX_SHARE * len(sample):
         return "math"
     return "exact"
+
+
+def describe_answers(answers: Iterable[str], task_type: TaskType) -> str:
+    """What (the first 1,000 non-empty of) a pool's gold answers look like under `task_type`, in words:
+    the reason shown with a detected task type ("49 of 50 answers are option letters (A) to (E)")."""
+    _check_task_type(task_type)
+    sample = _detection_sample(answers)
+    if not sample:
+        return "there are no answers"
+    of = f"of {len(sample)} answers"
+    if task_type == "choice":
+        golds = [g for g in (parse_gold(a, "choice") for a in sample) if g]
+        shown = f" ({min(golds)}) to ({max(golds)})" if golds else ""
+        return f"{len(golds)} {of} are option letters{shown}"
+    if task_type == "numeric":
+        return f"{sum(parse_gold(a, 'numeric') is not None for a in sample)} {of} are numbers"
+    if task_type == "math":
+        return f"{sum(bool(_LATEX_MARKER.search(a)) for a in sample)} {of} contain LaTeX markup"
+    labels = {_normalise_text(a) for a in sample}
+    if any(labels <= label_set for label_set in _LABEL_SETS):
+        shown = "/".join(sorted({a.strip() for a in sample}))
+        return f"the answers are the labels {shown}, compared as text (case and surrounding punctuation ignored)"
+    return "the answers are free text, compared after normalising case, spacing and surrounding punctuation"
 
 
 def ungradeable_answers(answers: Iterable[str], task_type: TaskType) -> tuple[int, list[str]]:

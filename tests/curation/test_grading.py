@@ -7,16 +7,18 @@ from pathlib import Path
 import pytest
 
 from backend.curation.grading import (
+    GRADING_POLICIES,
     TASK_TYPES,
+    describe_answers,
     detect_task_type,
     extract_answer,
     is_correct,
     last_boxed,
     parse_gold,
+    parse_options,
     ungradeable_answers,
 )
-
-DATASETS = Path(__file__).resolve().parents[3] / "shared" / "datasets"
+from tests.conftest import DATASETS
 
 
 def read_jsonl_field(path: Path, field: str, limit: int = 300) -> list:
@@ -58,11 +60,12 @@ def test_numeric_gold_rejects_non_numbers(answer):
     assert parse_gold(answer, "numeric") is None
 
 
-def test_choice_gold_accepts_parenthesised_or_bare_letters_a_to_g():
+def test_choice_gold_accepts_parenthesised_or_bare_letters():
     assert parse_gold("(B)", "choice") == "B"
     assert parse_gold("G", "choice") == "G"
     assert parse_gold(" (c) ", "choice") == "C"
-    assert parse_gold("(H)", "choice") is None
+    assert parse_gold("(R)", "choice") == "R"  # BBH reasoning_about_colored_objects has 18 options
+    assert parse_gold("(AB)", "choice") is None
     assert parse_gold("Ulysses", "choice") is None
 
 
@@ -132,11 +135,10 @@ def test_gsm8k_boxed_completion_is_graded_against_the_hash_gold():
     assert is_correct(right, GSM8K_GOLD, "numeric")  # raw gold works too
 
 
-def test_numeric_equality_uses_a_small_relative_tolerance():
+def test_numeric_equality_is_numeric_with_a_tolerance_for_non_integers():
     assert is_correct("3.50", "3.5", "numeric")
     assert is_correct("$1,000", "1000.0", "numeric")
     assert is_correct("0.3333333", "1/3", "numeric")
-    assert is_correct("1000000000001", "1000000000000", "numeric")
     assert not is_correct("0.51", "0.5", "numeric")
     assert not is_correct("-18", "18", "numeric")
     assert not is_correct(None, "18", "numeric")
@@ -214,7 +216,7 @@ def test_detect_task_type_falls_back_to_exact():
 
 def test_every_real_gold_answer_is_gradeable_under_its_detected_type():
     gsm8k = read_jsonl_field(DATASETS / "gsm8k" / "test.jsonl", "answer")
-    math500 = read_jsonl_field(DATASETS / "math" / "test.jsonl", "answer", limit=500)
+    math500 = read_jsonl_field(DATASETS / "math" / "test.jsonl", "answer")
     assert ungradeable_answers(gsm8k, "numeric") == (0, [])
     assert ungradeable_answers(math500, "math") == (0, [])
 
@@ -224,3 +226,156 @@ def test_ungradeable_answers_counts_and_shows_up_to_five():
     count, examples = ungradeable_answers(answers, "numeric")
     assert count == 13
     assert examples == ["abc", "x^2", "", "word0", "word1"]
+
+
+# --- grading policies and the defects of issue 7 -----------------------------------------------------
+
+BALLS = ("Alice, Bob, and Claire are playing a game. At the start of the game, they are each holding a ball: "
+         "Alice has a pink ball, Bob has a white ball, and Claire has a red ball.\n"
+         "At the end of the game, Bob has the\nOptions:\n(A) pink ball\n(B) white ball\n(C) red ball")
+
+
+def test_grading_policies_are_strict_and_lenient():
+    assert GRADING_POLICIES == ("strict", "lenient")
+    with pytest.raises(ValueError, match="strict, lenient"):
+        extract_answer("\\boxed{1}", "numeric", policy="paper")
+    with pytest.raises(ValueError, match="strict, lenient"):
+        is_correct("1", "1", "numeric", policy="loose")
+
+
+@pytest.mark.parametrize("policy", GRADING_POLICIES)
+def test_latex_thousands_separator_reads_as_the_whole_number(policy):
+    assert extract_answer("The total is \\boxed{1{,}000}.", "numeric", policy=policy) == "1000"
+    assert extract_answer("The total is \\boxed{\\$12{,}345{,}678}.", "numeric", policy=policy) == "12345678"
+    assert is_correct(extract_answer("\\boxed{1{,}000}", "numeric", policy=policy), "#### 1000", "numeric")
+
+
+def test_latex_thousands_separator_in_unboxed_text_is_one_number():
+    assert extract_answer("So she pays 1{,}250 dollars in all.", "numeric") == "1250"
+
+
+@pytest.mark.parametrize("policy", GRADING_POLICIES)
+def test_integers_must_match_exactly(policy):
+    assert not is_correct("191,999,900", "192000000", "numeric", policy=policy)
+    assert not is_correct("191999999.9", "192000000", "numeric", policy=policy)
+    assert not is_correct("1000000000001", "1000000000000", "numeric", policy=policy)
+    assert not is_correct("191999900", "192000000", "math", policy=policy)
+    assert is_correct("192,000,000.00", "192000000", "numeric", policy=policy)
+    assert is_correct("0.3333333", "1/3", "numeric", policy=policy)  # a non-integer gold keeps a tolerance
+
+
+def test_options_are_parsed_from_a_bbh_prompt():
+    assert parse_options(BALLS) == {"A": "pink ball", "B": "white ball", "C": "red ball"}
+    assert parse_options("What is 2 + 2?") == {}
+    colored = json.loads((DATASETS / "bbh" / "reasoning_about_colored_objects.json").read_text())
+    letters = [list(parse_options(e["input"])) for e in colored["examples"]]
+    assert max(max(found) for found in letters) == "R"  # BBH options go past (G)
+    assert all(parse_gold(e["target"], "choice") in parse_options(e["input"]) for e in colored["examples"])
+
+
+def test_boxed_option_text_counts_as_its_letter_when_the_options_are_known():
+    options = parse_options(BALLS)
+    completion = "Alice and Bob swap, then Bob and Claire swap... (C) no. Bob ends with \\boxed{white ball}."
+    assert extract_answer(completion, "choice", options=options) == "B"
+    assert is_correct(extract_answer(completion, "choice", options=options), "(B)", "choice")
+    assert extract_answer("\\boxed{\\text{Pink Ball.}}", "choice", options=options) == "A"
+    assert is_correct("red ball", "(C)", "choice", options=options)
+    assert not is_correct("red ball", "(A)", "choice", options=options)
+    # unknown text, or options unknown: not a letter
+    assert extract_answer("\\boxed{green ball}", "choice", options=options) is None
+    assert extract_answer("\\boxed{white ball}", "choice") is None
+    # strict: the paper's exact match, the box must hold the letter
+    assert extract_answer(completion, "choice", policy="strict", options=options) is None
+    assert not is_correct("red ball", "(C)", "choice", policy="strict", options=options)
+    assert extract_answer("\\boxed{(B)}", "choice", policy="strict", options=options) == "B"
+
+
+def test_an_unboxed_answer_given_as_option_text_counts_when_the_options_are_known():
+    options = parse_options(BALLS)
+    assert extract_answer("Bob swapped twice.\nSo the answer is red ball.", "choice", options=options) == "C"
+    assert extract_answer("Bob swapped twice.\nSo the answer is red ball.", "choice") is None
+
+
+def test_the_final_stated_choice_wins():
+    assert extract_answer("It's A (F) ... the correct choice is A", "choice") == "A"
+    assert extract_answer("Maybe (B)? No: the answer is C.", "choice") == "C"
+    assert extract_answer("The answer is (C). Checking (A) again, it fails.", "choice") == "A"
+    # letters that are not options do not count when the options are known
+    options = parse_options(BALLS)
+    assert extract_answer("so the answer is (B), as in (F) above", "choice", options=options) == "B"
+
+
+def test_strict_reads_only_the_last_box():
+    unboxed = "Janet sells 16 - 3 - 4 = 9 eggs at $2: she makes 18 dollars."
+    assert extract_answer(unboxed, "numeric") == "18"
+    assert extract_answer(unboxed, "numeric", policy="strict") is None
+    assert extract_answer("\\boxed{17}, no: \\boxed{18}", "numeric", policy="strict") == "18"
+    assert extract_answer("\\boxed{18 dollars}", "numeric") == "18"
+    assert extract_answer("\\boxed{18 dollars}", "numeric", policy="strict") is None
+    assert extract_answer("So the answer is (B).", "choice", policy="strict") is None
+    assert extract_answer("The answer is: Paris.", "exact", policy="strict") is None
+    assert extract_answer("\\boxed{Paris}", "exact", policy="strict") == "paris"
+    assert extract_answer("x = 1/2", "math", policy="strict") is None
+    assert extract_answer("x = \\boxed{\\frac{1}{2}}", "math", policy="strict") == "\\frac{1}{2}"
+
+
+def test_a_label_after_answer_is_on_the_last_line_is_read():
+    completion = "Fidel lies. Jerry says Fidel tells the truth, so Jerry lies. So the answer is No."
+    assert extract_answer(completion, "exact") == "no"
+    assert is_correct(extract_answer(completion, "exact"), "No", "exact")
+    assert extract_answer("valid", "exact") == "valid"
+
+
+def test_a_dyck_closing_sequence_is_an_exact_answer():
+    assert parse_gold("] ] )", "exact") == "] ] )"
+    assert extract_answer("We close them in order. So the answer is ] ] ).", "exact") == "] ] )"
+    assert is_correct(extract_answer("\\boxed{> )}", "exact"), ") >", "exact") is False
+    assert is_correct(extract_answer("\\boxed{) >}", "exact"), ") >", "exact")
+    assert parse_gold("...", "exact") is None
+
+
+BBH_KINDS = {
+    "choice": ["date_understanding", "disambiguation_qa", "geometric_shapes", "hyperbaton",
+               "logical_deduction_five_objects", "logical_deduction_seven_objects",
+               "logical_deduction_three_objects", "movie_recommendation", "penguins_in_a_table",
+               "reasoning_about_colored_objects", "ruin_names", "salient_translation_error_detection", "snarks",
+               "temporal_sequences", "tracking_shuffled_objects_five_objects",
+               "tracking_shuffled_objects_seven_objects", "tracking_shuffled_objects_three_objects"],
+    "numeric": ["multistep_arithmetic_two", "object_counting"],
+    "labels": ["boolean_expressions", "causal_judgement", "formal_fallacies", "navigate", "sports_understanding",
+               "web_of_lies"],
+    "text": ["dyck_languages", "word_sorting"],
+}
+
+
+def bbh_targets(task: str) -> list[str]:
+    return [e["target"] for e in json.loads((DATASETS / "bbh" / f"{task}.json").read_text())["examples"]]
+
+
+def test_every_bbh_task_is_in_the_test_data():
+    tasks = sorted(path.stem for path in (DATASETS / "bbh").glob("*.json"))
+    assert tasks == sorted(task for kind in BBH_KINDS.values() for task in kind)
+    assert len(tasks) == 27
+
+
+@pytest.mark.parametrize(("kind", "task"), [(kind, task) for kind, tasks in BBH_KINDS.items() for task in tasks])
+def test_bbh_task_types_are_detected_from_the_targets(kind, task):
+    targets = bbh_targets(task)
+    expected = {"choice": "choice", "numeric": "numeric", "labels": "exact", "text": "exact"}[kind]
+    assert detect_task_type(targets) == expected
+    assert ungradeable_answers(targets, expected) == (0, [])
+    reason = describe_answers(targets, expected)
+    assert ("labels" in reason) == (kind == "labels")
+
+
+def test_describe_answers_says_what_the_detection_saw():
+    assert describe_answers(["(A)", "(C)", "(B)"], "choice") == "3 of 3 answers are option letters (A) to (C)"
+    assert describe_answers(["-50", "7", "n/a"], "numeric") == "2 of 3 answers are numbers"
+    assert describe_answers(["True", "False"], "exact").startswith("the answers are the labels False/True")
+    assert describe_answers(["] ) }", "abc def"], "exact").startswith("the answers are free text")
+
+
+def test_a_few_broken_targets_do_not_hide_a_choice_pool():
+    # BBH's own movie_recommendation has one target that is an option's text split at a comma.
+    assert detect_task_type(["(A)"] * 249 + ["Monsters, Inc"]) == "choice"
+    assert detect_task_type(["(A)"] * 9 + ["Monsters, Inc"]) == "exact"

@@ -24,16 +24,22 @@ def all_prompts(client, pool_id: int, **params) -> list[dict]:
         offset += 1000
 
 
+def line_count(path) -> int:
+    return sum(1 for line in path.read_text().splitlines() if line.strip())
+
+
 def test_preset_gsm8k(client):
     path = DATASETS / "gsm8k" / "test.jsonl"
+    rows = line_count(path)
+    assert rows >= 30
     response = upload(client, path.name, path.read_bytes(), preset="gsm8k", name="GSM8K test")
     assert response.status_code == 201, response.text
     pool = response.json()
     assert pool["name"] == "GSM8K test"
-    assert (pool["prompt_count"], pool["task_type"], pool["has_answers"]) == (1319, "numeric", True)
+    assert (pool["prompt_count"], pool["task_type"], pool["has_answers"]) == (rows, "numeric", True)
     assert (pool["source_filename"], pool["source_format"]) == ("test.jsonl", "jsonl")
     prompts = all_prompts(client, pool["id"])
-    assert len(prompts) == 1319
+    assert len(prompts) == rows
     first = prompts[0]
     assert first["text"].startswith("Janet’s ducks lay 16 eggs per day.")
     assert first["answer"].endswith("#### 18") and first["gold"] == "18"
@@ -47,7 +53,8 @@ def test_preset_bbh(client):
     response = upload(client, path.name, path.read_bytes(), preset="bbh")
     assert response.status_code == 201, response.text
     pool = response.json()
-    assert (pool["prompt_count"], pool["task_type"], pool["source_format"]) == (250, "choice", "json")
+    examples = json.loads(path.read_text())["examples"]
+    assert (pool["prompt_count"], pool["task_type"], pool["source_format"]) == (len(examples), "choice", "json")
     assert pool["name"] == path.name
     prompts = all_prompts(client, pool["id"])
     assert {p["gold"] for p in prompts} == {"A", "B", "C"}
@@ -59,7 +66,7 @@ def test_preset_math500(client):
     response = upload(client, path.name, path.read_bytes(), preset="math500")
     assert response.status_code == 201, response.text
     pool = response.json()
-    assert (pool["prompt_count"], pool["task_type"]) == (500, "math")
+    assert (pool["prompt_count"], pool["task_type"]) == (line_count(path), "math")
     prompts = all_prompts(client, pool["id"])
     first_line = json.loads(path.read_text().splitlines()[0])
     assert prompts[0]["external_id"] == first_line["unique_id"]
