@@ -134,8 +134,10 @@ def pool_import(
     path: Path = typer.Argument(..., exists=True, dir_okay=False, help="JSONL, CSV, Parquet or BBH JSON file."),
     name: str | None = typer.Option(None, help="Pool name (default: the file name)."),
     preset: str | None = typer.Option(None, help="gsm8k, bbh or math500."),
-    prompt_field: str | None = typer.Option(None, help="Field holding the prompt (default 'prompt')."),
-    answer_field: str | None = typer.Option(None, help="Field holding the gold answer (optional)."),
+    prompt_field: str | None = typer.Option(None, help="Field holding the prompt (none named: all guessed from "
+                                                       "common names such as question, answer, id)."),
+    answer_field: str | None = typer.Option(None, help="Field holding the gold answer (name only --prompt-field "
+                                                       "for a label-free pool)."),
     id_field: str | None = typer.Option(None, help="Field holding the prompt id (optional)."),
     task_type: str | None = typer.Option(None, help="numeric, math, choice or exact (default: detected)."),
     format: str | None = typer.Option(None, help="jsonl, csv, parquet or json (default: from the extension)."),
@@ -150,10 +152,12 @@ def pool_import(
     with open(path, "rb") as raw, tqdm.wrapattr(raw, "read", total=path.stat().st_size, unit="B",
                                                 unit_scale=True, desc="import") as handle:
         with _session() as session:
-            pool = import_pool(session, handle, path.name, mapping, detected_type, name, fmt=format,
-                               fallback_format=fallback)
+            result = import_pool(session, handle, path.name, mapping, detected_type, name, fmt=format,
+                                 fallback_format=fallback)
+            pool = result.pool
             typer.echo(f"Pool {pool.id}: {pool.prompt_count} prompts, task type {pool.task_type}"
                        f"{'' if pool.has_answers else ' (no answers: label-free probing)'}.")
+            typer.echo(result.report.summary())
 
 
 @app.command()

@@ -301,13 +301,18 @@ def extract_answer(
             return boxed or None
         return _last_number(completion)
     if boxed is not None:
-        return _normalise_text(_unwrap_text(boxed))
+        return _boxed_text(boxed)
     lines = [line for line in completion.splitlines() if line.strip()]
     if not lines:
         return None
     last = " ".join(lines[-1].lower().split())
     marks = list(_ANSWER_MARK.finditer(last))
     return _normalise_text(last[marks[-1].end():] if marks else last)
+
+
+def _boxed_text(boxed: str) -> str | None:
+    """An exact answer from a box: a brace inside one must be escaped (\\boxed{\\} ]}), so unescape it."""
+    return _normalise_text(_unwrap_text(boxed).replace("\\{", "{").replace("\\}", "}"))
 
 
 def _read_boxed_strictly(boxed: str, task_type: TaskType) -> str | None:
@@ -319,7 +324,7 @@ def _read_boxed_strictly(boxed: str, task_type: TaskType) -> str | None:
         return whole.group(1).upper() if whole else None
     if task_type == "math":
         return boxed or None
-    return _normalise_text(_unwrap_text(boxed))
+    return _boxed_text(boxed)
 
 
 def is_correct(

@@ -23,6 +23,7 @@ import csv
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import PurePath
 from typing import IO, Any
 
@@ -45,6 +46,8 @@ EXTENSIONS: dict[str, str] = {
 _FORMAT_ALIASES = {"ndjson": "jsonl", "jsonlines": "jsonl", "tab": "tsv", "pq": "parquet"}
 UNITS = {"jsonl": "line", "csv": "line", "tsv": "line", "parquet": "row", "json": "example"}
 
+LABEL_FREE_HINT = ("name only the prompt field (prompt_field=..., no answer_field) to import the prompts without "
+                   "answers (label-free)")
 BATCH_ROWS = 5_000
 READ_BLOCK_BYTES = 1 << 20
 MAX_LINE_BYTES = 32 << 20
@@ -62,9 +65,44 @@ class IngestError(AppError):
 
 @dataclass(frozen=True)
 class FieldMapping:
+    """Which fields hold the prompt, the gold answer and the id. ``guess``: none was named; the reader
+    picks them from the file's own fields by common names (`guess_mapping`) once it has seen them."""
+
     prompt_field: str = "prompt"
     answer_field: str | None = None
     id_field: str | None = None
+    guess: bool = False
+
+
+# Common names, most specific first: MATH-500 has both "answer" and "solution", the answer is "answer".
+GUESSED_NAMES: dict[str, tuple[str, ...]] = {
+    "prompt": ("prompt", "question", "problem", "input", "query"),
+    "answer": ("answer", "target", "solution", "gold", "label"),
+    "id": ("id", "unique_id", "idx", "qid"),
+}
+
+
+def _find_field(fields: list[str], names: tuple[str, ...]) -> str | None:
+    for name in names:
+        if name in fields:
+            return name
+    folded = {field.strip().casefold(): field for field in reversed(fields)}
+    for name in names:
+        if name in folded:
+            return folded[name]
+    return None
+
+
+def guess_mapping(fields: Iterable[str]) -> FieldMapping | None:
+    """The mapping a file's fields suggest: the prompt from prompt|question|problem|input|query, the
+    answer from answer|target|solution|gold|label (none: label-free), the id from id|unique_id|idx|qid
+    (none: rows are numbered). Names match exactly first, then ignoring case. None: no prompt field."""
+    fields = [f for f in fields if isinstance(f, str)]
+    prompt = _find_field(fields, GUESSED_NAMES["prompt"])
+    if prompt is None:
+        return None
+    return FieldMapping(prompt_field=prompt, answer_field=_find_field(fields, GUESSED_NAMES["answer"]),
+                        id_field=_find_field(fields, GUESSED_NAMES["id"]))
 
 
 def supported_formats_text() -> str:
@@ -181,6 +219,9 @@ class PoolFileReader:
     # --- public -------------------------------------------------------------------------------------
 
     def batches(self) -> Iterator[list[Row]]:
+        records = self._records(self.fileobj)
+        first = next(records, None)  # reads the header or first record, which settles a guessed mapping
+        records = chain((first,), records) if first is not None else records
         mapping = self.mapping
         id_field = mapping.id_field
         seen: set[int] = set()
@@ -188,7 +229,7 @@ class PoolFileReader:
         unit = self.unit
         position = 0
         batch: list[Row] = []
-        for locator, raw_id, raw_text, raw_answer in self._records(self.fileobj):
+        for locator, raw_id, raw_text, raw_answer in records:
             text = raw_text if type(raw_text) is str else self._coerce_text(raw_text, mapping.prompt_field, locator)
             if not text or text.isspace():
                 self.empty_prompt_count += 1
@@ -287,6 +328,8 @@ class PoolFileReader:
                     self.fields = list(obj)
                     self._check_fields(self.fields, line_no)
                     checked = True
+                    mapping = self.mapping
+                    prompt_field, answer_field, id_field = mapping.prompt_field, mapping.answer_field, mapping.id_field
                 try:
                     text = obj[prompt_field]
                 except KeyError:
@@ -456,6 +499,8 @@ class PoolFileReader:
             if index == 1:
                 self.fields = list(obj)
                 self._check_fields(self.fields, 1)
+                mapping = self.mapping
+                prompt_field, answer_field, id_field = mapping.prompt_field, mapping.answer_field, mapping.id_field
             if prompt_field not in obj:
                 raise self._missing_field_error(prompt_field, "prompt", index, list(obj))
             if id_field is not None and id_field not in obj:
@@ -468,13 +513,21 @@ class PoolFileReader:
     # --- checks and messages ----------------------------------------------------------------------------
 
     def _check_fields(self, fields: list[str], locator: int | None) -> None:
-        """The first record (or header, or schema) must have every mapped field."""
+        """The first record (or header, or schema) must have every mapped field. A guessed mapping is
+        settled here, from these fields."""
+        if self.mapping.guess:
+            guessed = guess_mapping(fields)
+            if guessed is None:
+                raise self._missing_field_error(None, "prompt", locator, fields)
+            self.mapping = guessed
         for field, role in ((self.mapping.prompt_field, "prompt"), (self.mapping.answer_field, "answer"),
                             (self.mapping.id_field, "id")):
             if field is not None and field not in fields:
                 raise self._missing_field_error(field, role, locator, fields)
 
-    def _missing_field_error(self, field: str, role: str, locator: int | None, fields: Iterable[str]) -> IngestError:
+    def _missing_field_error(self, field: str | None, role: str, locator: int | None,
+                             fields: Iterable[str]) -> IngestError:
+        """`field` None: none was named and none of the common names (GUESSED_NAMES) is there."""
         from backend.pools.presets import suggest_preset
 
         fields = list(fields)
@@ -485,13 +538,14 @@ class PoolFileReader:
         shown = ", ".join(repr(f) for f in fields[:40]) + (" ..." if len(fields) > 40 else "") or "(none)"
         hint = f"Send {role}_field=<one of these fields>"
         if role == "answer":
-            hint += ", or leave answer_field empty to import the prompts without answers (label-free)"
+            hint += f", or {LABEL_FREE_HINT}"
         if role == "id":
             hint += ", or leave id_field empty to number the rows"
         preset = suggest_preset(fields)
         if preset:
             hint += f". These fields look like {preset}: try preset={preset}"
-        return IngestError(422, f"{where} no field {field!r} for the {role}. The fields that exist are: {shown}. "
+        missing = repr(field) if field is not None else f"named {' or '.join(GUESSED_NAMES[role])}"
+        return IngestError(422, f"{where} no field {missing} for the {role}. The fields that exist are: {shown}. "
                                 f"{hint}.", details={"field": field, "fields": fields, "locator": locator})
 
     def _empty_error(self) -> IngestError:
@@ -527,8 +581,7 @@ class PoolFileReader:
         if isinstance(value, str):
             return value
         raise IngestError(422, f"{self.unit.capitalize()} {locator}, field {field!r} is {_describe_json(value)}; "
-                               f"an answer must be text or a number. Fix it, or leave answer_field empty to import "
-                               f"the prompts without answers.")
+                               f"an answer must be text or a number. Fix it, or {LABEL_FREE_HINT}.")
 
     def _coerce_id(self, value: Any, locator: int) -> str:
         field = self.mapping.id_field

@@ -32,7 +32,7 @@ from backend.errors import AppError
 from backend.pools import service
 from backend.pools.ingest import EXTENSIONS, FORMATS, IngestError, resolve_format
 from backend.pools.presets import PRESETS, resolve_upload_options
-from backend.pools.schemas import PoolRead, PromptOrder, PromptPage, UploadForm
+from backend.pools.schemas import PoolImported, PoolRead, PromptOrder, PromptPage, UploadForm
 from backend.pools.tables import Pool
 from backend.settings import get_settings
 
@@ -222,7 +222,7 @@ class _ImportPlan:
             id_field=options["id_field"], task_type=options["task_type"])
         self.format = resolve_format(filename, options["format"], self.fallback_format)
 
-    def run(self, session, fileobj, reopen) -> Pool:
+    def run(self, session, fileobj, reopen) -> service.ImportResult:
         return service.import_pool(session, fileobj, self.filename, self.mapping, self.task_type,
                                    self.options["name"], fmt=self.format, reopen=reopen)
 
@@ -237,7 +237,7 @@ def _streamable_plan(form: _MultipartForm) -> _ImportPlan | None:
     return None if plan.format == "parquet" else plan
 
 
-async def _finished(task: "asyncio.Future[Pool]") -> "asyncio.Future[Pool]":
+async def _finished(task: "asyncio.Future[service.ImportResult]") -> "asyncio.Future[service.ImportResult]":
     """Wait until the import thread is done, even if this request is being cancelled: it must not be
     using the session while the request's session is rolled back and closed."""
     with anyio.CancelScope(shield=True):
@@ -245,7 +245,7 @@ async def _finished(task: "asyncio.Future[Pool]") -> "asyncio.Future[Pool]":
     return task
 
 
-async def _settle(task: "asyncio.Future[Pool] | None") -> None:
+async def _settle(task: "asyncio.Future[service.ImportResult] | None") -> None:
     """Wait for a running import to finish; its outcome is no longer wanted."""
     if task is not None:
         finished = await _finished(task)
@@ -253,7 +253,7 @@ async def _settle(task: "asyncio.Future[Pool] | None") -> None:
             finished.exception()  # retrieved, so it is not reported as unhandled
 
 
-async def _receive_and_import(request: Request, session, limit: int) -> Pool:
+async def _receive_and_import(request: Request, session, limit: int) -> service.ImportResult:
     content_type = request.headers.get("content-type", "")
     if not content_type.lower().startswith("multipart/form-data"):
         raise AppError(415, "Send the pool as multipart/form-data with the file in a field named 'file', e.g. "
@@ -270,13 +270,13 @@ async def _receive_and_import(request: Request, session, limit: int) -> Pool:
     form = _MultipartForm(limit)
     parser = MultipartParser(boundary, form.callbacks)
     stream: _ByteStream | None = None
-    task: asyncio.Future[Pool] | None = None
+    task: asyncio.Future[service.ImportResult] | None = None
     received = 0
     with tempfile.NamedTemporaryFile(prefix="budgetlab-upload-") as copy:
         def reopen():
             return open(copy.name, "rb")
 
-        def run_streaming(plan: _ImportPlan, byte_stream: _ByteStream) -> Pool:
+        def run_streaming(plan: _ImportPlan, byte_stream: _ByteStream) -> service.ImportResult:
             try:
                 return plan.run(session, byte_stream, reopen)
             finally:
@@ -345,7 +345,7 @@ _UPLOAD_SCHEMA["properties"]["file"] = {"type": "string", "format": "binary",
 
 
 @router.post(
-    "/pools", status_code=201, response_model=PoolRead,
+    "/pools", status_code=201, response_model=PoolImported,
     summary="Upload a pool (JSONL, CSV, TSV, Parquet or BIG-Bench JSON), streamed into the database",
     openapi_extra={"requestBody": {"required": True,
                                    "content": {"multipart/form-data": {"schema": _UPLOAD_SCHEMA}}}},
@@ -354,9 +354,9 @@ _UPLOAD_SCHEMA["properties"]["file"] = {"type": "string", "format": "binary",
                415: {"description": "unknown format"},
                422: {"description": "missing field, empty prompts, duplicate ids or answers that cannot be graded"}},
 )
-async def upload_pool(request: Request, session: SessionDep) -> PoolRead:
-    pool = await _receive_and_import(request, session, get_settings().max_upload_bytes)
-    return PoolRead.model_validate(pool)
+async def upload_pool(request: Request, session: SessionDep) -> PoolImported:
+    result = await _receive_and_import(request, session, get_settings().max_upload_bytes)
+    return PoolImported(**PoolRead.model_validate(result.pool).model_dump(), report=result.report)
 
 
 @router.get("/pools", summary="All pools, newest first")

@@ -21,6 +21,36 @@ class PoolRead(BaseModel):
     created_at: datetime
 
 
+class ImportReport(BaseModel):
+    """How an upload was read: the fields used (named or guessed) and the task type (given or detected,
+    with what the detection saw)."""
+
+    prompt_field: str
+    answer_field: str | None = Field(description="null: no answers, the pool is label-free")
+    id_field: str | None = Field(description="null: the rows are numbered")
+    fields_guessed: bool = Field(description="True: no field was named; they were chosen from common names "
+                                             "(prompt|question|problem|input|query, answer|target|solution|"
+                                             "gold|label, id|unique_id|idx|qid)")
+    task_type: str
+    task_type_detected: bool = Field(description="True: detected from the answers; False: given (task_type "
+                                                 "or the preset)")
+    task_type_reason: str = Field(description="why this task type, in words")
+
+    def summary(self) -> str:
+        """One line for people: what was read from where, and how it is graded."""
+        how = "guessed" if self.fields_guessed else "named"
+        answer = f"answer from {self.answer_field!r}" if self.answer_field else "no answers (label-free)"
+        ids = f"ids from {self.id_field!r}" if self.id_field else "rows numbered"
+        return (f"Fields ({how}): prompt from {self.prompt_field!r}, {answer}, {ids}. "
+                f"Graded as {self.task_type}: {self.task_type_reason}.")
+
+
+class PoolImported(PoolRead):
+    """The pool an upload created, with how the file was read."""
+
+    report: ImportReport
+
+
 class PromptRead(BaseModel):
     """A prompt with its scores from the page's probe (null when that probe has not scored it)."""
 
@@ -56,9 +86,12 @@ class UploadForm(BaseModel):
     file: bytes = Field(description="The pool file: JSONL, CSV, TSV, Parquet, or a BIG-Bench style JSON document")
     name: str | None = Field(None, description="Pool name; default: the file name")
     format: str | None = Field(None, description="jsonl, csv, tsv, parquet or json; default: from the file name")
-    preset: str | None = Field(None, description="gsm8k, bbh or math500: fills the fields and the task type")
-    prompt_field: str | None = Field(None, description='Field holding the prompt (default "prompt")')
-    answer_field: str | None = Field(None, description="Field holding the gold answer; empty: label-free pool")
+    preset: str | None = Field(None, description="gsm8k, bbh or math500: fills the fields and the task type (bbh: "
+                                                 "detected per file from its targets)")
+    prompt_field: str | None = Field(None, description="Field holding the prompt. With no field named (and no "
+                                                       "preset) all three are guessed from common names")
+    answer_field: str | None = Field(None, description="Field holding the gold answer; name only prompt_field to "
+                                                       "import a label-free pool")
     id_field: str | None = Field(None, description="Field holding a unique id; empty: rows are numbered")
     task_type: str | None = Field(
         None, description="numeric, math, choice, exact, or auto (default): detected from the answers")

@@ -13,13 +13,14 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from itertools import chain
 from typing import IO, Any
 
 from sqlalchemy import delete, insert
 from sqlmodel import Session, select
 
-from backend.curation.grading import TASK_TYPES, detect_task_type, parse_gold
+from backend.curation.grading import TASK_TYPES, describe_answers, detect_task_type, parse_gold
 from backend.database import get_or_404
 from backend.errors import AppError, not_found
 from backend.jobs.tables import Job, JobStatus
@@ -27,13 +28,14 @@ from backend.pools.demo import DEFAULT_COUNT as DEMO_COUNT
 from backend.pools.demo import DEMO_POOL_NAME, HELD_OUT_COUNT, HELD_OUT_POOL_NAME, HELD_OUT_SEED, demo_problems
 from backend.pools.ingest import (
     EXAMPLES_SHOWN,
+    LABEL_FREE_HINT,
     FieldMapping,
     IngestError,
     PoolFileReader,
     Row,
     resolve_format,
 )
-from backend.pools.schemas import PromptOrder, PromptPage, PromptRead
+from backend.pools.schemas import ImportReport, PromptOrder, PromptPage, PromptRead
 from backend.pools.tables import Pool, Prompt
 from backend.probes.score_arrays import forget_probes
 from backend.probes.tables import Probe, PromptScore
@@ -154,12 +156,17 @@ class _Grader:
         advice = (f"They would be accepted as {' or '.join(fitting)} (send task_type=...), or " if fitting
                   else "Fix or fill those answers, or ")
         return (f"{self.bad_count} of {total} answers in field {answer_field!r} cannot be graded as {self.task_type} "
-                f"answers, for example {shown}. {advice}leave answer_field empty to import the prompts without "
-                f"answers (label-free).")
+                f"answers, for example {shown}. {advice}{LABEL_FREE_HINT}.")
 
 
 def _clip(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    pool: Pool
+    report: ImportReport
 
 
 def import_pool(
@@ -173,35 +180,40 @@ def import_pool(
     fmt: str | None = None,
     fallback_format: str | None = None,
     reopen: Callable[[], IO[bytes]] | None = None,
-) -> Pool:
+) -> ImportResult:
     """Stream `fileobj` into a new pool. `task_type` None: detected from the first 1,000 answers.
+    `mapping.guess`: the fields are chosen from the file's own (see `guess_mapping`).
     `fileobj` is read once, front to back; `reopen` (see `PoolFileReader`) serves the rare re-read.
     Raises `IngestError` (the caller rolls back) when anything is wrong with the file."""
     source_format = resolve_format(filename, fmt, fallback_format)
     task_type = check_task_type(task_type)
+    task_type_given = task_type is not None
     reader = PoolFileReader(fileobj, source_format, mapping, reopen=reopen)
-    has_answers = mapping.answer_field is not None
 
     pool = Pool(name=(name or filename or "pool").strip() or "pool", task_type=task_type or "exact",
-                has_answers=has_answers, source_filename=filename, source_format=source_format)
+                has_answers=mapping.answer_field is not None, source_filename=filename,
+                source_format=source_format)
     session.add(pool)
     session.flush()
     pool_id = pool.id
 
     batches: Iterator[list[Row]] = reader.batches()
+    first = next(batches, None)  # the first batch settles a guessed mapping
+    batches = chain((first,), batches) if first is not None else batches
+    fields_guessed, mapping = mapping.guess, reader.mapping
+    has_answers = mapping.answer_field is not None
+    sample: list[str] = []
+    if has_answers and task_type is None:
+        buffered: list[list[Row]] = []
+        for batch in batches:
+            buffered.append(batch)
+            sample.extend(row[3] for row in batch if row[3] is not None)
+            if len(sample) >= DETECTION_ANSWERS:
+                break
+        sample = sample[:DETECTION_ANSWERS]
+        batches = chain(buffered, batches)
     if task_type is None:
-        if has_answers:
-            buffered: list[list[Row]] = []
-            sample: list[str] = []
-            for batch in batches:
-                buffered.append(batch)
-                sample.extend(row[3] for row in batch if row[3] is not None)
-                if len(sample) >= DETECTION_ANSWERS:
-                    break
-            task_type = detect_task_type(sample[:DETECTION_ANSWERS])
-            batches = chain(buffered, batches)
-        else:
-            task_type = detect_task_type([])
+        task_type = detect_task_type(sample)
     grader = _Grader(task_type, reader.unit)
 
     with _PromptWriter(session) as writer:
@@ -223,10 +235,21 @@ def import_pool(
                               details={"problems": problems})
 
     pool.task_type = task_type
+    pool.has_answers = has_answers
     pool.prompt_count = reader.row_count
     session.add(pool)
     session.flush()
-    return pool
+    detected = has_answers and not task_type_given
+    if not has_answers:
+        reason = "there are no answers, so probes measure agreement (label-free)"
+    elif detected:
+        reason = f"detected from the first {len(sample)} answers: {describe_answers(sample, task_type)}"
+    else:
+        reason = "given with the upload (task_type or the preset)"
+    report = ImportReport(prompt_field=mapping.prompt_field, answer_field=mapping.answer_field,
+                          id_field=mapping.id_field, fields_guessed=fields_guessed, task_type=task_type,
+                          task_type_detected=detected, task_type_reason=reason)
+    return ImportResult(pool, report)
 
 
 def create_demo_pool(session: Session, *, count: int = 200, seed: int | None = None, held_out: bool = False) -> Pool:

@@ -80,6 +80,8 @@ def test_exact_gold_is_lowercased_collapsed_and_trimmed():
     assert parse_gold("  The   Blue Whale. ", "exact") == "the blue whale"
     assert parse_gold("-5", "exact") == "-5"
     assert parse_gold("...", "exact") is None
+    assert extract_answer("\\boxed{\\} ] )}", "exact") == "} ] )"  # a brace in a box is escaped
+    assert extract_answer("\\boxed{\\} ] )}", "exact", policy="strict") == "} ] )"
 
 
 def test_unknown_task_type_is_rejected_with_the_allowed_names():
@@ -332,6 +334,8 @@ def test_a_dyck_closing_sequence_is_an_exact_answer():
     assert is_correct(extract_answer("\\boxed{> )}", "exact"), ") >", "exact") is False
     assert is_correct(extract_answer("\\boxed{) >}", "exact"), ") >", "exact")
     assert parse_gold("...", "exact") is None
+    assert extract_answer("\\boxed{\\} ] )}", "exact") == "} ] )"  # a brace in a box is escaped
+    assert extract_answer("\\boxed{\\} ] )}", "exact", policy="strict") == "} ] )"
 
 
 BBH_KINDS = {

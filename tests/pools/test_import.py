@@ -94,11 +94,14 @@ def test_task_type_override_and_label_free(client):
     assert overridden["task_type"] == "exact"
     golds = [p["gold"] for p in all_prompts(client, overridden["id"])]
     assert golds == ["4", "4.0"]
-    label_free = upload(client, "p.jsonl", content, task_type="numeric").json()
+    # naming only the prompt field imports without answers, even when the file has an answer field
+    label_free = upload(client, "p.jsonl", content, prompt_field="prompt", task_type="numeric").json()
     assert (label_free["has_answers"], label_free["task_type"]) == (False, "numeric")
     assert all(p["answer"] is None and p["gold"] is None for p in all_prompts(client, label_free["id"]))
-    default = upload(client, "p.jsonl", content).json()
+    assert label_free["report"]["answer_field"] is None and not label_free["report"]["fields_guessed"]
+    default = upload(client, "p.jsonl", b'{"prompt": "2+2?"}\n{"prompt": "Capital of France?"}\n').json()
     assert (default["has_answers"], default["task_type"]) == (False, "exact")
+    assert "label-free" in default["report"]["task_type_reason"]
 
 
 TRICKY = [

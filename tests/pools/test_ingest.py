@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from backend.pools import ingest
-from backend.pools.ingest import FieldMapping, IngestError, PoolFileReader, resolve_format
+from backend.pools.ingest import FieldMapping, IngestError, PoolFileReader, guess_mapping, resolve_format
 
 
 def read_all(content: bytes, fmt: str, mapping: FieldMapping, **kwargs) -> list:
@@ -103,3 +103,19 @@ def test_json_document_errors():
     with pytest.raises(IngestError) as error:
         read_all(b'{"canary": "x"}', "json", FieldMapping())
     assert "'canary'" in error.value.message and error.value.status_code == 422
+
+
+def test_guess_mapping_prefers_the_most_specific_names():
+    assert guess_mapping(["unique_id", "problem", "solution", "answer"]) == \
+        FieldMapping(prompt_field="problem", answer_field="answer", id_field="unique_id")
+    assert guess_mapping(["Input", "Target"]) == FieldMapping(prompt_field="Input", answer_field="Target")
+    assert guess_mapping(["question"]) == FieldMapping(prompt_field="question")
+    assert guess_mapping(["text", "result"]) is None
+
+
+def test_a_guessed_mapping_is_settled_by_the_first_record():
+    content = json.dumps({"examples": [{"input": "a", "target": "(A)"}, {"input": "b", "target": "(B)"}]}).encode()
+    reader = PoolFileReader(io.BytesIO(content), "json", FieldMapping(guess=True))
+    rows = [row for batch in reader.batches() for row in batch]
+    assert reader.mapping == FieldMapping(prompt_field="input", answer_field="target")
+    assert [(r[2], r[3]) for r in rows] == [("a", "(A)"), ("b", "(B)")]

@@ -153,9 +153,15 @@ def test_not_a_parquet_file(client, unchanged):
 
 def test_missing_prompt_field_lists_the_fields(client, unchanged):
     content = jsonl({"question": "What is 2+2?", "answer": "#### 4"})
-    detail = rejected(upload(client, "pool.jsonl", content), 422, "Line 1", "no field 'prompt'", "'question'",
-                      "'answer'", "prompt_field=", "preset=gsm8k")
+    detail = rejected(upload(client, "pool.jsonl", content, prompt_field="prompt"), 422, "Line 1", "no field 'prompt'",
+                      "'question'", "'answer'", "prompt_field=", "preset=gsm8k")
     assert "fields that exist" in detail
+
+
+def test_no_field_named_and_none_looks_like_a_prompt(client, unchanged):
+    content = jsonl({"text": "What is 2+2?", "result": "4"})
+    rejected(upload(client, "pool.jsonl", content), 422, "Line 1", "no field named prompt or question or problem or "
+             "input or query for the prompt", "'text'", "'result'", "prompt_field=")
 
 
 def test_missing_prompt_field_in_a_later_line(client, unchanged):
@@ -164,10 +170,11 @@ def test_missing_prompt_field_in_a_later_line(client, unchanged):
 
 
 def test_missing_prompt_field_csv_and_parquet(client, unchanged):
-    rejected(upload(client, "pool.csv", b"question,solution\nq,1\n"), 422, "header", "'question'", "'solution'")
+    rejected(upload(client, "pool.csv", b"body,solution\nq,1\n"), 422, "header", "'body'", "'solution'")
     buffer = io.BytesIO()
     pq.write_table(pa.table({"input": ["a"], "target": ["(A)"]}), buffer)
-    rejected(upload(client, "pool.parquet", buffer.getvalue()), 422, "'input'", "'target'", "preset=bbh")
+    rejected(upload(client, "pool.parquet", buffer.getvalue(), prompt_field="prompt"), 422, "'input'", "'target'",
+             "preset=bbh")
 
 
 def test_missing_answer_field_lists_the_fields(client, unchanged):
@@ -209,14 +216,14 @@ def test_ungradeable_answers_count_and_examples(client, unchanged):
                     {"prompt": "e", "answer": ""})
     detail = rejected(upload(client, "pool.jsonl", content, answer_field="answer", task_type="numeric"), 422,
                       "3 of 5 answers", "field 'answer'", "numeric", "line 2: 'twelve'", "line 4: '(B) maybe'",
-                      "line 5: no answer", "answer_field empty")
+                      "line 5: no answer", "no answer_field")
     assert "accepted as exact (send task_type" in detail  # the task type that would accept those answers
 
 
 def test_ungradeable_choice_answers(client, unchanged):
-    content = jsonl({"input": "q1", "target": "(A)"}, {"input": "q2", "target": "(Z)"})
+    content = jsonl({"input": "q1", "target": "(A)"}, {"input": "q2", "target": "(AB)"})
     rejected(upload(client, "pool.jsonl", content, prompt_field="input", answer_field="target",
-                    task_type="choice"), 422, "1 of 2 answers", "line 2: '(Z)'")
+                    task_type="choice"), 422, "1 of 2 answers", "line 2: '(AB)'")
 
 
 def test_empty_prompts_and_bad_answers_reported_together(client, unchanged):
