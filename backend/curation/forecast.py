@@ -2,19 +2,28 @@
 
 GRPO learns only from groups whose G rewards differ. With success probability p per generation,
 a group is all-correct with chance p^G and all-wrong with (1-p)^G, so it is learnable with chance
-1 - p^G - (1-p)^G. The mean of that over a subset is its predicted learnable share.
+1 - p^G - (1-p)^G. The mean of that over a subset is its predicted learnable share, at step 0:
+training moves p, so the forecast is for the probed model only.
+
+p is not known, only c correct of k probe samples; ``posterior`` turns (c, k) into each prompt's
+expected chance. Label-free probes have no pass rates, so they get no forecast (agreement is not a
+success rate: a prompt answered wrong the same way every time has agreement 1).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
+from backend.curation.posterior import PassCounts
 from backend.curation.strategies import (
     DEFAULT_BAND,
     DEFAULT_GROUP_SIZE,
-    STRATEGIES,
     Selector,
+    StrategyError,
     check_group_size,
+    label_free_refusal,
 )
 
 
@@ -36,7 +45,8 @@ def _power(base: np.ndarray, exponent: int) -> np.ndarray:
 
 
 def learnable_chance(p: np.ndarray, group_size: int) -> np.ndarray:
-    """Chance that a group of ``group_size`` generations at success rate ``p`` has mixed rewards."""
+    """Chance that a group of ``group_size`` generations at a known success rate ``p`` has mixed
+    rewards: what a forecast aims at. From probe counts, use the posterior (``subset_chances``)."""
     g = check_group_size(group_size)
     p = np.asarray(p, dtype=np.float64)
     chance = _power(p, g)
@@ -47,10 +57,51 @@ def learnable_chance(p: np.ndarray, group_size: int) -> np.ndarray:
     return np.maximum(chance, 0.0, out=chance)
 
 
-def predicted_learnable_share(p: np.ndarray, group_size: int) -> float:
-    """Mean learnable chance over a subset; 0.0 for an empty subset (nothing to learn from)."""
-    chance = learnable_chance(p, group_size)
-    return float(chance.mean()) if chance.size else 0.0
+@dataclass(frozen=True)
+class ShareForecast:
+    """Predicted learnable share of a subset at step 0 (the probed model, before training moves p),
+    with a 95% interval."""
+
+    share: float
+    low: float
+    high: float
+
+
+def share_forecast(chance_mean: np.ndarray, chance_variance: np.ndarray) -> ShareForecast:
+    """The subset's share from its prompts' posterior chances (``learnable_chance_posterior``).
+
+    The interval is 95% of the posterior of the subset's mean chance: prompts independent given the
+    fitted prior, normal approximation from the exact per-prompt variances. It leaves out the
+    uncertainty of the prior fit itself. An empty subset forecasts 0 (nothing to learn from).
+    """
+    if chance_mean.size == 0:
+        return ShareForecast(0.0, 0.0, 0.0)
+    share = float(chance_mean.mean())
+    half_width = _Z95 * float(np.sqrt(chance_variance.sum())) / chance_mean.size
+    return ShareForecast(share, max(0.0, share - half_width), min(1.0, share + half_width))
+
+
+_Z95 = 1.959963984540054
+
+
+def subset_chances(selector: Selector, group_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per prompt: expected chance of a mixed group and its variance; the posterior given the
+    selector's counts, or exact (variance 0) when its pass rates are known exactly."""
+    if selector.label_free:
+        raise StrategyError(label_free_refusal("learnable"))
+    if selector.counts is not None:
+        return selector.posterior_chance(group_size)
+    p = np.nan_to_num(1.0 - selector.difficulty)
+    return learnable_chance(p, group_size), np.zeros_like(p)
+
+
+def forecast_subset(selector: Selector, picked: np.ndarray, group_size: int) -> ShareForecast | None:
+    """The predicted learnable share at step 0 of the prompts ``picked`` from ``selector``'s pool;
+    None for a label-free pool (agreement is not a success rate)."""
+    if selector.label_free:
+        return None
+    mean, variance = subset_chances(selector, group_size)
+    return share_forecast(mean[picked], variance[picked])
 
 
 def compare_picks(
@@ -60,27 +111,33 @@ def compare_picks(
     group_size: int = DEFAULT_GROUP_SIZE,
     band: tuple[float, float] = DEFAULT_BAND,
 ) -> list[dict]:
-    """One row per strategy at the same N, from an existing ``Selector`` (reuses its rankings).
+    """One row per strategy the pool supports, at the same N, from an existing ``Selector``.
 
     Means and the overlap are None for a strategy that picked nothing (a mean of nothing is not 0).
+    Label-free: no band or learnable rows, no forecast, and the success-side mean is agreement.
     """
     picks = {
-        strategy: selector.pick(strategy, n, group_size=group_size, band=band) for strategy in STRATEGIES
+        strategy: selector.pick(strategy, n, group_size=group_size, band=band)
+        for strategy in selector.strategies
     }
     in_hard = np.zeros(selector.difficulty.size, dtype=bool)
     in_hard[picks["hard"]] = True
     rows = []
     for strategy, picked in picks.items():
-        pass_rate = 1.0 - selector.difficulty[picked]
         empty = picked.size == 0
-        mean_pass_rate = None if empty else float(pass_rate.mean())
+        mean_difficulty = None if empty else float(selector.difficulty[picked].mean())
+        success = None if empty else 1.0 - mean_difficulty
+        forecast = forecast_subset(selector, picked, group_size)
         rows.append(
             {
                 "strategy": strategy,
                 "n_picked": int(picked.size),
-                "predicted_learnable_share": predicted_learnable_share(pass_rate, group_size),
-                "mean_pass_rate": mean_pass_rate,
-                "mean_difficulty": None if empty else 1.0 - mean_pass_rate,
+                "predicted_learnable_share": None if forecast is None else forecast.share,
+                "predicted_learnable_share_low": None if forecast is None else forecast.low,
+                "predicted_learnable_share_high": None if forecast is None else forecast.high,
+                "mean_pass_rate": None if selector.label_free else success,
+                "mean_agreement": success if selector.label_free else None,
+                "mean_difficulty": mean_difficulty,
                 "overlap_with_hard": None if empty else np.count_nonzero(in_hard[picked]) / picked.size,
             }
         )
@@ -94,7 +151,12 @@ def compare_strategies(
     seed: int,
     group_size: int = DEFAULT_GROUP_SIZE,
     band: tuple[float, float] = DEFAULT_BAND,
+    *,
+    counts: PassCounts | None = None,
+    label_free: bool = False,
 ) -> list[dict]:
-    """Every strategy's pick at budget ``n`` side by side: size, predicted learnable share,
-    mean pass rate (p = 1 - difficulty), mean difficulty and the share also picked by ``hard``."""
-    return compare_picks(Selector(difficulty, base_wrong, seed), n, group_size=group_size, band=band)
+    """Every strategy's pick at budget ``n`` side by side: size, predicted learnable share at step 0
+    with its interval, mean pass rate (mean agreement when label-free), mean difficulty and the
+    share also picked by ``hard``."""
+    selector = Selector(difficulty, base_wrong, seed, counts=counts, label_free=label_free)
+    return compare_picks(selector, n, group_size=group_size, band=band)

@@ -10,6 +10,11 @@ selection is reproducible from (difficulty, base_wrong, strategy, N, seed):
 Keys are compared after rounding to 12 decimals, so float noise (1 - 0.7 vs 0.3) never outranks
 the seed. Prompts whose difficulty is NaN (not probed) are never picked.
 
+Difficulty is 1 - pass rate, or 1 - agreement for a label-free probe. ``learnable`` and ``band`` are
+defined on pass rates only, so a label-free Selector refuses them (agreement is not a success rate).
+With probe counts, ``learnable`` ranks by each prompt's posterior expected chance of a mixed group
+(``posterior``), the same estimate the forecast reports.
+
 Speed: a preview on a million prompts runs all strategies. The shuffle is made once per
 ``Selector``; each ranking is a 16-bit radix sort when the keys take few distinct values (the
 usual c/k difficulties), otherwise a partition around the wanted ranks followed by a radix sort of
@@ -22,6 +27,8 @@ import operator
 
 import numpy as np
 
+from backend.curation.posterior import BetaPrior, PassCounts, fit_prior, learnable_chance_posterior
+
 STRATEGIES = ("hard", "easy", "medium", "random", "base_wrong", "band", "learnable")
 DEFAULT_GROUP_SIZE = 8
 DEFAULT_BAND = (0.1, 0.9)
@@ -30,8 +37,19 @@ _SCALE = 10**12  # keys are rounded to 12 decimals; equal after rounding means t
 _BUCKETS = 1 << 16
 
 
+PASS_RATE_STRATEGIES = ("band", "learnable")  # need a success rate; refused for label-free probes
+
+
 class StrategyError(ValueError):
     """An unknown strategy or a bad strategy parameter; the message names the allowed values."""
+
+
+def label_free_refusal(strategy: str) -> str:
+    allowed = ", ".join(s for s in STRATEGIES if s not in PASS_RATE_STRATEGIES)
+    return (f"The {strategy} strategy needs pass rates, and this probe is label-free: its pool has no "
+            f"answers, so difficulty is 1 - agreement, and agreement is not a success rate (a prompt "
+            f"answered wrong the same way every time has agreement 1). Label the prompts (upload the pool "
+            f"with answers), probe it, and use {strategy} on that probe; on this one use {allowed}.")
 
 
 def _check_strategy(strategy: str) -> None:
@@ -128,11 +146,25 @@ def _stable_argsort(keys: np.ndarray) -> np.ndarray:
 class Selector:
     """Picks for every strategy from one pool and seed; build once, call ``pick`` many times."""
 
-    def __init__(self, difficulty: np.ndarray, base_wrong: np.ndarray, seed: int):
+    def __init__(
+        self,
+        difficulty: np.ndarray,
+        base_wrong: np.ndarray,
+        seed: int,
+        *,
+        counts: PassCounts | None = None,
+        label_free: bool = False,
+        prior: BetaPrior | None = None,
+    ):
+        """``counts``: the probe's (correct, k) per prompt, for the posterior estimate; without them
+        (and not label-free) the pass rates 1 - difficulty are taken as exact, as in a simulation.
+        ``prior``: an already fitted prior for these counts (fitted here, lazily, when None)."""
         difficulty = np.asarray(difficulty, dtype=np.float64)
         base_wrong = np.asarray(base_wrong, dtype=bool)
         if difficulty.ndim != 1 or base_wrong.shape != difficulty.shape:
             raise StrategyError("difficulty and base_wrong must be 1-D arrays of the same length")
+        if counts is not None and (label_free or counts.k.shape != difficulty.shape):
+            raise StrategyError("counts go with a pass-rate probe and need one (correct, k) per prompt")
         try:
             rng = np.random.default_rng(operator.index(seed))
         except (TypeError, ValueError):
@@ -152,23 +184,57 @@ class Selector:
             raise StrategyError("difficulty values must lie in [0, 1] (NaN marks a prompt not probed)")
         self._shuffle = shuffle  # prompt index at each shuffled position
         self._difficulty_key = np.rint(shuffled * _SCALE).astype(np.int64)
-        self._rankings: dict[str, _Ranking] = {}
+        self._rankings: dict[object, _Ranking] = {}
         self._picks: dict[tuple, np.ndarray] = {}
+        self.counts = counts
+        self.label_free = label_free
+        self._prior = prior
+        self._chances: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    @property
+    def strategies(self) -> tuple[str, ...]:
+        """The strategies this pool supports: all but band and learnable when label-free."""
+        if self.label_free:
+            return tuple(s for s in STRATEGIES if s not in PASS_RATE_STRATEGIES)
+        return STRATEGIES
+
+    @property
+    def prior(self) -> BetaPrior | None:
+        """The Beta prior fitted to the probed prompts' counts (None without counts)."""
+        if self._prior is None and self.counts is not None:
+            probed = ~np.isnan(self.difficulty)
+            self._prior = fit_prior(PassCounts(self.counts.correct[probed], self.counts.k[probed]))
+        return self._prior
+
+    def posterior_chance(self, group_size: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per prompt (input order), given its counts and the fitted prior: posterior mean and
+        variance of the chance that a group of ``group_size`` has mixed rewards. Needs counts."""
+        g = check_group_size(group_size)
+        if self.counts is None:
+            raise StrategyError("the posterior chance needs the probe's (correct, k) counts")
+        if g not in self._chances:
+            self._chances[g] = learnable_chance_posterior(self.counts, g, self.prior)
+        return self._chances[g]
 
     @property
     def eligible(self) -> int:
         """How many prompts can be picked at all (the probed ones)."""
         return self._shuffle.size
 
-    def _ranking(self, name: str) -> _Ranking:
+    def _ranking(self, name: str, group_size: int) -> _Ranking:
+        if name == "learnable" and self.counts is not None:
+            name = ("learnable", group_size)  # the posterior chance depends on G
         if name not in self._rankings:
             key = self._difficulty_key
             if name == "difficulty_ascending":
                 self._rankings[name] = _Ranking(key)
             elif name == "difficulty_descending":
                 self._rankings[name] = _Ranking(_SCALE - key)
-            else:  # distance of p from 1/2: 1 - p^G - (1-p)^G falls as it grows, for every G >= 2
+            elif name == "learnable":  # exact p: 1 - p^G - (1-p)^G falls with |p - 1/2|, for every G
                 self._rankings[name] = _Ranking(np.abs(2 * key - _SCALE))
+            else:  # highest posterior chance first
+                chance = self.posterior_chance(group_size)[0][self._shuffle]
+                self._rankings[name] = _Ranking(np.rint((1.0 - chance) * _SCALE).astype(np.int64))
         return self._rankings[name]
 
     def pick(
@@ -182,32 +248,36 @@ class Selector:
         """Indices (int64, into the input arrays) of up to ``n`` prompts, most preferred first.
 
         base_wrong and band return fewer than ``n`` when fewer prompts qualify. The group size
-        does not change any pick: ``learnable`` ranks by distance of p from 1/2, which orders
-        1 - p^G - (1-p)^G the same way for every G >= 2. Picks are memoised (read-only arrays).
+        changes only ``learnable`` with counts (the posterior chance depends on G); with exact
+        pass rates it ranks by distance of p from 1/2, the same order for every G >= 2.
+        Picks are memoised (read-only arrays). Label-free: band and learnable raise StrategyError.
         """
         _check_strategy(strategy)
-        check_group_size(group_size)
+        group_size = check_group_size(group_size)
         lo, hi = _check_band(band)
         n = min(_check_count(n), self.eligible)
-        memo_key = (strategy, n, (lo, hi) if strategy == "band" else None)
+        if strategy not in self.strategies:
+            raise StrategyError(label_free_refusal(strategy))
+        memo_key = (strategy, n, (lo, hi) if strategy == "band" else None,
+                    group_size if strategy == "learnable" and self.counts is not None else None)
         if memo_key not in self._picks:
-            picked = self._shuffle[self._positions(strategy, n, lo, hi)].astype(np.int64)
+            picked = self._shuffle[self._positions(strategy, n, lo, hi, group_size)].astype(np.int64)
             picked.flags.writeable = False
             self._picks[memo_key] = picked
         return self._picks[memo_key]
 
-    def _positions(self, strategy: str, n: int, lo: float, hi: float) -> np.ndarray:
+    def _positions(self, strategy: str, n: int, lo: float, hi: float, group_size: int) -> np.ndarray:
         """Shuffled positions of the pick, most preferred first."""
         if strategy == "hard":
-            return self._ranking("difficulty_descending").ranks(0, n)
+            return self._ranking("difficulty_descending", group_size).ranks(0, n)
         if strategy == "easy":
-            return self._ranking("difficulty_ascending").ranks(0, n)
+            return self._ranking("difficulty_ascending", group_size).ranks(0, n)
         if strategy == "learnable":
-            return self._ranking("distance_from_half").ranks(0, n)
+            return self._ranking("learnable", group_size).ranks(0, n)
         if strategy == "medium":
             size = self.eligible
             start = (size - n) // 2
-            window = self._ranking("difficulty_ascending").ranks(start, start + n)
+            window = self._ranking("difficulty_ascending", group_size).ranks(start, start + n)
             # Closest to the middle rank first (lower rank on a tie), so a shorter medium pick is
             # the front of a longer one.
             distance = np.abs(2 * np.arange(start, start + n, dtype=np.int64) - (size - 1))
@@ -231,14 +301,17 @@ def select(
     seed: int,
     group_size: int = DEFAULT_GROUP_SIZE,
     band: tuple[float, float] = DEFAULT_BAND,
+    counts: PassCounts | None = None,
+    label_free: bool = False,
 ) -> np.ndarray:
     """Indices of the prompts ``strategy`` picks for a budget of ``n``, most preferred first.
 
-    The success estimate is p = 1 - difficulty (pass rate with gold answers, agreement without).
-    Use ``Selector`` directly to run several strategies on the same pool and seed.
+    ``counts`` and ``label_free`` as for ``Selector``. Use ``Selector`` directly to run several
+    strategies on the same pool and seed.
     """
     _check_strategy(strategy)
     check_group_size(group_size)
     _check_band(band)
     _check_count(n)
-    return Selector(difficulty, base_wrong, seed).pick(strategy, n, group_size=group_size, band=band)
+    selector = Selector(difficulty, base_wrong, seed, counts=counts, label_free=label_free)
+    return selector.pick(strategy, n, group_size=group_size, band=band)

@@ -18,17 +18,17 @@ def preview_selection(body: SelectionRequest, session: SessionDep) -> SelectionP
 
 @router.post("/subsets", status_code=201)
 def freeze_subset(body: SubsetCreate, session: SessionDep) -> SubsetRead:
-    return SubsetRead.model_validate(service.freeze(session, body), from_attributes=True)
+    return service.subset_read(session, service.freeze(session, body))
 
 
 @router.get("/subsets")
 def list_subsets(session: SessionDep, probe_id: int | None = None) -> list[SubsetRead]:
-    return [SubsetRead.model_validate(s, from_attributes=True) for s in service.list_subsets(session, probe_id)]
+    return [service.subset_read(session, s) for s in service.list_subsets(session, probe_id)]
 
 
 @router.get("/subsets/{subset_id}")
 def get_subset(subset_id: int, session: SessionDep) -> SubsetRead:
-    return SubsetRead.model_validate(service.get_subset(session, subset_id), from_attributes=True)
+    return service.subset_read(session, service.get_subset(session, subset_id))
 
 
 @router.get("/subsets/{subset_id}/export", response_model=None)

@@ -28,11 +28,23 @@ class SubsetCreate(SelectionRequest):
     name: str | None = Field(None, description="Default: '<strategy> N=<n> (probe <id>)'")
 
 
+DifficultyBasis = Literal["pass_rate", "agreement"]
+_BASIS = ("What difficulty is 1 minus: pass_rate (graded against gold answers) or agreement (label-free: share "
+          "of samples giving the most common answer, not a success rate)")
+_SHARE = ("Predicted learnable share at step 0: the expected share of GRPO groups of G generations with mixed "
+          "rewards on the probed model, before training moves its pass rates (beta-binomial posterior per prompt, "
+          "prior fitted to the probe). None for label-free probes: agreement is not a success rate")
+_SHARE_BOUND = "95% posterior interval of the predicted learnable share at step 0 ({}); None for label-free probes"
+
+
 class ComparisonRow(BaseModel):
     strategy: str
     n_picked: int
-    predicted_learnable_share: float
-    mean_pass_rate: float | None
+    predicted_learnable_share: float | None = Field(description=_SHARE)
+    predicted_learnable_share_low: float | None = Field(description=_SHARE_BOUND.format("lower end"))
+    predicted_learnable_share_high: float | None = Field(description=_SHARE_BOUND.format("upper end"))
+    mean_pass_rate: float | None = Field(description="None for label-free probes and for an empty pick")
+    mean_agreement: float | None = Field(description="Label-free probes only: mean agreement of the pick")
     mean_difficulty: float | None
     overlap_with_hard: float | None
 
@@ -43,7 +55,8 @@ class PickedPrompt(BaseModel):
     text: str
     answer: str | None
     difficulty: float
-    pass_rate: float | None
+    pass_rate: float | None = Field(description="None for label-free probes")
+    agreement: float | None = Field(description="Label-free probes only (difficulty = 1 - agreement)")
 
 
 class SelectionPreview(BaseModel):
@@ -53,10 +66,16 @@ class SelectionPreview(BaseModel):
     clamped: bool
     warning: str | None
     pool_size: int
-    predicted_learnable_share: float
-    mean_pass_rate: float | None
+    difficulty_basis: DifficultyBasis = Field(description=_BASIS)
+    caveat: str | None = Field(description="Why label-free numbers read differently, and what labeling adds")
+    predicted_learnable_share: float | None = Field(description=_SHARE)
+    predicted_learnable_share_low: float | None = Field(description=_SHARE_BOUND.format("lower end"))
+    predicted_learnable_share_high: float | None = Field(description=_SHARE_BOUND.format("upper end"))
+    mean_pass_rate: float | None = Field(description="None for label-free probes and for an empty pick")
+    mean_agreement: float | None = Field(description="Label-free probes only: mean agreement of the pick")
     figure: dict
-    comparison: list[ComparisonRow]
+    comparison: list[ComparisonRow] = Field(
+        description="Every strategy the probe supports at the same N (label-free: no band or learnable)")
     prompts: list[PickedPrompt]
 
 
@@ -75,6 +94,7 @@ class SubsetRead(BaseModel):
     group_size: int
     band_low: float | None
     band_high: float | None
-    predicted_learnable_share: float
+    difficulty_basis: DifficultyBasis = Field(description=_BASIS)
+    predicted_learnable_share: float | None = Field(description=_SHARE + " (recorded when the subset was frozen)")
     mean_pass_rate: float | None
     created_at: datetime

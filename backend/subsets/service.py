@@ -10,8 +10,9 @@ from sqlmodel import Session, select
 
 from backend.charts import selection_histogram
 from backend.curation.budget import Budget, BudgetError, budget_to_count
-from backend.curation.forecast import compare_picks, predicted_learnable_share
+from backend.curation.forecast import ShareForecast, compare_picks, forecast_subset
 from backend.curation.histogram import histogram
+from backend.curation.posterior import BetaPrior, PassCounts, fit_prior
 from backend.curation.strategies import Selector, StrategyError
 from backend.database import get_or_404
 from backend.errors import AppError
@@ -19,26 +20,45 @@ from backend.pools.tables import Prompt
 from backend.probes.score_arrays import ProbeScores, load_scores
 from backend.probes.service import get_probe, require_finished
 from backend.probes.tables import Probe
-from backend.subsets.schemas import SelectionPreview, SelectionRequest, SubsetCreate
+from backend.subsets.schemas import SelectionPreview, SelectionRequest, SubsetCreate, SubsetRead
 from backend.subsets.tables import Subset, SubsetMember
 
 PREVIEW_PROMPTS = 50
 HISTOGRAM_BINS = 20
+LABEL_FREE_CAVEAT = (
+    "Label-free probe: the pool has no answers, so difficulty is 1 - agreement (the share of samples giving "
+    "the most common answer), not 1 - pass rate. A prompt answered wrong the same way every time has "
+    "agreement 1 and ranks as easy. There is no learnable-share forecast and no band or learnable strategy: "
+    "they need pass rates. Label the prompts (upload the pool with answers) and probe again to get them.")
 
-# A Selector holds the seeded shuffle and the rankings; building it is most of a preview's cost,
-# so keep one per (finished probe's scores, seed) while those scores stay cached.
-_SELECTORS: "weakref.WeakKeyDictionary[ProbeScores, dict[int, Selector]]" = weakref.WeakKeyDictionary()
-_SELECTORS_LOCK = Lock()
+
+@dataclass
+class _ProbeModel:
+    """What every preview of one finished probe shares: its counts, the prior fitted to them, and a
+    Selector (seeded shuffle and rankings, most of a preview's cost) per recent seed."""
+
+    counts: PassCounts | None  # None for a label-free probe
+    prior: BetaPrior | None
+    selectors: dict[int, Selector]
 
 
-def _selector(scores: ProbeScores, seed: int) -> Selector:
-    with _SELECTORS_LOCK:
-        by_seed = _SELECTORS.setdefault(scores, {})
-        if seed not in by_seed:
-            if len(by_seed) >= 8:
-                by_seed.pop(next(iter(by_seed)))
-            by_seed[seed] = Selector(scores.difficulty, scores.base_wrong, seed)
-        return by_seed[seed]
+# Kept while the probe's scores stay cached (keyed by the scores object itself).
+_MODELS: "weakref.WeakKeyDictionary[ProbeScores, _ProbeModel]" = weakref.WeakKeyDictionary()
+_MODELS_LOCK = Lock()
+
+
+def _selector(scores: ProbeScores, seed: int, label_free: bool) -> Selector:
+    with _MODELS_LOCK:
+        model = _MODELS.get(scores)
+        if model is None:
+            counts = None if label_free else PassCounts.of(scores.correct_count, scores.k)
+            model = _MODELS[scores] = _ProbeModel(counts, None if counts is None else fit_prior(counts), {})
+        if seed not in model.selectors:
+            if len(model.selectors) >= 8:
+                model.selectors.pop(next(iter(model.selectors)))
+            model.selectors[seed] = Selector(scores.difficulty, scores.base_wrong, seed, counts=model.counts,
+                                             label_free=label_free, prior=model.prior)
+        return model.selectors[seed]
 
 
 @dataclass
@@ -48,10 +68,12 @@ class Selection:
     budget: Budget
     picked: np.ndarray  # indices into scores, in pick order
     selector: Selector
+    group_size: int
 
     @property
-    def predicted_learnable_share(self) -> float:
-        return predicted_learnable_share(1.0 - self.scores.difficulty[self.picked], self.group_size)
+    def forecast(self) -> ShareForecast | None:
+        """Predicted learnable share at step 0 with its interval; None when label-free."""
+        return forecast_subset(self.selector, self.picked, self.group_size)
 
     @property
     def mean_pass_rate(self) -> float | None:
@@ -59,7 +81,11 @@ class Selection:
             return None
         return float(np.mean(self.scores.pass_rate[self.picked]))
 
-    group_size: int = 8
+    @property
+    def mean_agreement(self) -> float | None:
+        if not self.probe.label_free or len(self.picked) == 0:
+            return None
+        return float(np.mean(1.0 - self.scores.difficulty[self.picked]))
 
 
 def _check_request(req: SelectionRequest) -> None:
@@ -76,7 +102,7 @@ def compute_selection(session: Session, req: SelectionRequest) -> Selection:
     scores = load_scores(session, probe)
     try:
         budget = budget_to_count(len(scores), **_budget_args(req))
-        selector = _selector(scores, req.seed)
+        selector = _selector(scores, req.seed, probe.label_free)
         picked = selector.pick(req.strategy, budget.n, group_size=req.group_size,
                                band=(req.band_low, req.band_high))
     except (BudgetError, StrategyError) as exc:
@@ -98,25 +124,31 @@ def _budget_args(req: SelectionRequest) -> dict:
 
 def preview(session: Session, req: SelectionRequest) -> SelectionPreview:
     selection = compute_selection(session, req)
-    scores, picked = selection.scores, selection.picked
-    metric = "agreement" if selection.probe.label_free else "pass_rate"
-    success = 1.0 - scores.difficulty
+    scores, picked, label_free = selection.scores, selection.picked, selection.probe.label_free
+    basis = _basis(selection.probe)
+    success = 1.0 - scores.difficulty  # pass rate, or agreement when label-free
     all_counts = histogram(success, HISTOGRAM_BINS)
     picked_counts = histogram(success[picked], HISTOGRAM_BINS)
     comparison = compare_picks(selection.selector, selection.budget.n, group_size=req.group_size,
                                band=(req.band_low, req.band_high))
-    if selection.probe.label_free:
-        for row in comparison:
-            row["mean_pass_rate"] = None
+    forecast = selection.forecast
     return SelectionPreview(
         strategy=req.strategy, n=len(picked), requested=selection.budget.requested,
         clamped=selection.budget.clamped, warning=_warning(selection), pool_size=len(scores),
-        predicted_learnable_share=selection.predicted_learnable_share, mean_pass_rate=selection.mean_pass_rate,
-        figure=selection_histogram(all_counts["edges"], all_counts["counts"], picked_counts["counts"], metric,
+        difficulty_basis=basis, caveat=LABEL_FREE_CAVEAT if label_free else None,
+        predicted_learnable_share=None if forecast is None else forecast.share,
+        predicted_learnable_share_low=None if forecast is None else forecast.low,
+        predicted_learnable_share_high=None if forecast is None else forecast.high,
+        mean_pass_rate=selection.mean_pass_rate, mean_agreement=selection.mean_agreement,
+        figure=selection_histogram(all_counts["edges"], all_counts["counts"], picked_counts["counts"], basis,
                                    req.strategy),
         comparison=comparison,
-        prompts=_picked_prompts(session, scores, picked[:PREVIEW_PROMPTS]),
+        prompts=_picked_prompts(session, scores, picked[:PREVIEW_PROMPTS], label_free),
     )
+
+
+def _basis(probe: Probe) -> str:
+    return "agreement" if probe.label_free else "pass_rate"
 
 
 def _warning(selection: Selection) -> str | None:
@@ -127,13 +159,14 @@ def _warning(selection: Selection) -> str | None:
     return " ".join(notes) or None
 
 
-def _picked_prompts(session: Session, scores: ProbeScores, indices: np.ndarray) -> list[dict]:
+def _picked_prompts(session: Session, scores: ProbeScores, indices: np.ndarray, label_free: bool) -> list[dict]:
     ids = [int(i) for i in scores.prompt_ids[indices]]
     prompts = {p.id: p for p in session.exec(select(Prompt).where(Prompt.id.in_(ids)))}
     return [
         {"id": pid, "external_id": prompts[pid].external_id, "text": prompts[pid].text,
          "answer": prompts[pid].answer, "difficulty": float(scores.difficulty[i]),
-         "pass_rate": None if np.isnan(scores.pass_rate[i]) else float(scores.pass_rate[i])}
+         "pass_rate": None if label_free else float(scores.pass_rate[i]),
+         "agreement": 1.0 - float(scores.difficulty[i]) if label_free else None}
         for pid, i in zip(ids, indices, strict=True)
     ]
 
@@ -141,6 +174,7 @@ def _picked_prompts(session: Session, scores: ProbeScores, indices: np.ndarray) 
 def freeze(session: Session, req: SubsetCreate) -> Subset:
     selection = compute_selection(session, req)
     n = len(selection.picked)
+    forecast = selection.forecast
     subset = Subset(
         name=req.name or f"{req.strategy} N={n} (probe {selection.probe.id})", probe_id=selection.probe.id,
         pool_id=selection.probe.pool_id, strategy=req.strategy, budget_kind=req.budget.kind,
@@ -148,7 +182,9 @@ def freeze(session: Session, req: SubsetCreate) -> Subset:
         n_requested=selection.budget.requested, n=n, seed=req.seed, group_size=req.group_size,
         band_low=req.band_low if req.strategy == "band" else None,
         band_high=req.band_high if req.strategy == "band" else None,
-        predicted_learnable_share=selection.predicted_learnable_share, mean_pass_rate=selection.mean_pass_rate,
+        # The column is NOT NULL (migration 0001); a label-free subset stores 0 and reads as None.
+        predicted_learnable_share=0.0 if forecast is None else forecast.share,
+        mean_pass_rate=selection.mean_pass_rate,
     )
     session.add(subset)
     session.flush()
@@ -158,6 +194,15 @@ def freeze(session: Session, req: SubsetCreate) -> Subset:
         session.execute(insert(SubsetMember), members[start:start + 10_000])
     session.flush()
     return subset
+
+
+def subset_read(session: Session, subset: Subset) -> SubsetRead:
+    """A subset as the API shows it: the basis of its difficulty, and no forecast when label-free."""
+    probe = session.get(Probe, subset.probe_id)
+    read = SubsetRead.model_validate({**subset.model_dump(), "difficulty_basis": _basis(probe)})
+    if probe.label_free:
+        read.predicted_learnable_share = None
+    return read
 
 
 def get_subset(session: Session, subset_id: int) -> Subset:

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from backend.curation.forecast import learnable_chance
+from backend.curation.posterior import PassCounts, fit_prior, learnable_chance_posterior
 from backend.curation.strategies import STRATEGIES, Selector, StrategyError, _Ranking, _stable_argsort, select
 
 
@@ -246,3 +247,43 @@ def test_stable_radix_argsort_matches_numpy_on_wide_keys_with_ties():
     np.testing.assert_array_equal(_stable_argsort(keys), np.argsort(keys, kind="stable"))
     np.testing.assert_array_equal(_stable_argsort(np.array([5, 5, 0])), [2, 0, 1])
     assert _stable_argsort(np.array([], dtype=np.int64)).size == 0
+
+
+def test_learnable_ranks_by_the_posterior_chance():
+    rng = np.random.default_rng(5)
+    correct, k = rng.binomial(8, rng.beta(0.4, 1.5, 300)), np.full(300, 8)
+    counts = PassCounts.of(correct, k)
+    selector = Selector(1.0 - correct / 8, np.zeros(300, bool), seed=3, counts=counts)
+    for group_size in (2, 8, 16):
+        chance = learnable_chance_posterior(counts, group_size, fit_prior(counts))[0]
+        picked = selector.pick("learnable", 60, group_size=group_size)
+        rest = np.setdiff1d(np.arange(300), picked)
+        assert chance[picked].min() >= chance[rest].max() - 1e-12
+        assert np.all(np.diff(chance[picked]) <= 1e-12)  # most learnable first
+    # A skewed prior breaks the plug-in's symmetry: 1/8 and 7/8 are no longer tied.
+    chance = learnable_chance_posterior(PassCounts.of([1, 7], [8, 8]), 8, fit_prior(counts))[0]
+    assert chance[0] != pytest.approx(chance[1], abs=1e-3)
+
+
+def label_free_selector():
+    rng = np.random.default_rng(6)
+    agreement = rng.integers(1, 9, 50) / 8
+    return Selector(1.0 - agreement, rng.random(50) < 0.3, seed=0, label_free=True)
+
+
+@pytest.mark.parametrize("strategy", ["learnable", "band"])
+def test_label_free_refuses_pass_rate_strategies_with_a_way_out(strategy):
+    selector = label_free_selector()
+    with pytest.raises(StrategyError, match="Label the prompts") as raised:
+        selector.pick(strategy, 5)
+    assert "agreement" in str(raised.value) and "hard" in str(raised.value)
+    with pytest.raises(StrategyError, match="label-free"):
+        select(strategy, difficulty=selector.difficulty, base_wrong=selector.base_wrong, n=5, seed=0,
+               label_free=True)
+
+
+def test_label_free_still_ranks_by_agreement_for_the_other_strategies():
+    selector = label_free_selector()
+    hard = selector.pick("hard", 10)
+    assert selector.difficulty[hard].min() >= np.sort(selector.difficulty)[-10]
+    assert set(selector.strategies) == set(STRATEGIES) - {"band", "learnable"}

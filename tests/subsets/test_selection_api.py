@@ -5,6 +5,7 @@ import json
 import pyarrow.parquet as pq
 import pytest
 
+from backend.curation.posterior import PassCounts, fit_prior, learnable_chance_posterior
 from tests.subsets.conftest import K, make_probed_pool
 
 
@@ -20,9 +21,16 @@ def test_preview_hard_picks_the_lowest_pass_rates_and_compares_every_strategy(cl
     assert preview["n"] == 10 and not preview["clamped"] and preview["warning"] is None
     picked_rates = [p["pass_rate"] for p in preview["prompts"]]
     assert max(picked_rates) <= sorted(c / K for c in probed_pool.correct)[9]
-    p = [r for r in picked_rates]
-    expected = sum(1 - x**4 - (1 - x) ** 4 for x in p) / len(p)
-    assert preview["predicted_learnable_share"] == pytest.approx(expected)
+    assert preview["difficulty_basis"] == "pass_rate" and preview["caveat"] is None
+    # The forecast is the posterior mean given each prompt's (c, k), the prior fitted to the probe:
+    # a 0/8 prompt does not forecast 0 as the plug-in c/k did.
+    counts = PassCounts.of(probed_pool.correct, [K] * len(probed_pool.correct))
+    chance = dict(zip(probed_pool.prompt_ids, learnable_chance_posterior(counts, 4, fit_prior(counts))[0],
+                      strict=True))
+    expected = sum(chance[p["id"]] for p in preview["prompts"]) / len(picked_rates)
+    plug_in = sum(1 - x**4 - (1 - x) ** 4 for x in picked_rates) / len(picked_rates)
+    assert preview["predicted_learnable_share"] == pytest.approx(expected) and expected > plug_in + 0.05
+    assert preview["predicted_learnable_share_low"] < expected < preview["predicted_learnable_share_high"]
     strategies = {row["strategy"]: row for row in preview["comparison"]}
     assert set(strategies) == {"hard", "easy", "medium", "random", "base_wrong", "band", "learnable"}
     assert strategies["hard"]["overlap_with_hard"] == 1.0
@@ -82,6 +90,8 @@ def test_freeze_and_export_in_every_format(client, probed_pool):
     assert subset["id"] in [s["id"] for s in client.get(f"/api/subsets?probe_id={probed_pool.probe_id}").json()]
     # The frozen subset equals the preview of the same inputs.
     preview = client.post("/api/selections/preview", json=body(probed_pool.probe_id, value=12)).json()
+    assert subset["difficulty_basis"] == "pass_rate"
+    assert subset["predicted_learnable_share"] == pytest.approx(preview["predicted_learnable_share"])
 
     jsonl = client.get(f"/api/subsets/{subset['id']}/export?format=jsonl")
     assert jsonl.status_code == 200
@@ -112,8 +122,37 @@ def test_base_wrong_takes_all_when_fewer_and_warns(client, probed_pool):
     assert all(bw for pid, bw in zip(probed_pool.prompt_ids, probed_pool.base_wrong, strict=False) if pid in picked)
 
 
-def test_label_free_probe_has_no_pass_rates(client, service_env):
+def test_label_free_probe_is_labelled_as_agreement_with_no_forecast(client, service_env):
     label_free = make_probed_pool(label_free=True)
+    agreement = {pid: max(c, K - c) / K for pid, c in zip(label_free.prompt_ids, label_free.correct, strict=True)}
     preview = client.post("/api/selections/preview", json=body(label_free.probe_id)).json()
-    assert preview["mean_pass_rate"] is None and all(p["pass_rate"] is None for p in preview["prompts"])
-    assert all(row["mean_pass_rate"] is None for row in preview["comparison"])
+    assert preview["difficulty_basis"] == "agreement" and "Label the prompts" in preview["caveat"]
+    assert preview["predicted_learnable_share"] is None and preview["predicted_learnable_share_low"] is None
+    assert preview["mean_pass_rate"] is None
+    assert preview["mean_agreement"] == pytest.approx(sum(agreement[p["id"]] for p in preview["prompts"]) / 10)
+    assert all(p["pass_rate"] is None and p["agreement"] == pytest.approx(agreement[p["id"]])
+               for p in preview["prompts"])
+    assert [row["strategy"] for row in preview["comparison"]] == ["hard", "easy", "medium", "random", "base_wrong"]
+    assert all(row["mean_pass_rate"] is None and row["predicted_learnable_share"] is None
+               and row["mean_agreement"] is not None for row in preview["comparison"])
+    assert preview["figure"]["layout"]["xaxis"]["title"]["text"] == "answer agreement"
+
+
+@pytest.mark.parametrize("strategy", ["learnable", "band"])
+def test_label_free_probe_refuses_pass_rate_strategies(client, service_env, strategy):
+    label_free = make_probed_pool(label_free=True)
+    for path in ("/api/selections/preview", "/api/subsets"):
+        response = client.post(path, json=body(label_free.probe_id, strategy))
+        assert response.status_code == 422, response.text
+        assert "label-free" in response.json()["detail"] and "Label the prompts" in response.json()["detail"]
+
+
+def test_label_free_subset_reads_as_agreement_with_no_forecast(client, service_env):
+    label_free = make_probed_pool(label_free=True)
+    frozen = client.post("/api/subsets", json=body(label_free.probe_id, "hard", value=5))
+    assert frozen.status_code == 201, frozen.text
+    subset = frozen.json()
+    assert subset["difficulty_basis"] == "agreement" and subset["predicted_learnable_share"] is None
+    assert client.get(f"/api/subsets/{subset['id']}").json() == subset
+    listed = client.get(f"/api/subsets?probe_id={label_free.probe_id}").json()
+    assert listed == [subset]
