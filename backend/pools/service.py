@@ -155,6 +155,8 @@ class _Grader:
             fitting.remove("math")  # math accepts almost any text; suggest it only for LaTeX-looking answers
         advice = (f"They would be accepted as {' or '.join(fitting)} (send task_type=...), or " if fitting
                   else "Fix or fill those answers, or ")
+        if self.task_type == "choice":  # the other answers are letters: grading them as text would be worse
+            advice = "Write the letter of the right option there, e.g. (A), or remove those rows, or "
         return (f"{self.bad_count} of {total} answers in field {answer_field!r} cannot be graded as {self.task_type} "
                 f"answers, for example {shown}. {advice}{LABEL_FREE_HINT}.")
 

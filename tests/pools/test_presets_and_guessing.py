@@ -73,6 +73,24 @@ def test_bbh_preset_imports_and_grades_every_task(client, kind, task):
                 assert extract_answer(boxed(text), task_type, options=options) == prompt["gold"]
 
 
+def test_a_bbh_target_that_is_not_an_option_letter_is_named(client, stored):
+    # BBH's own movie_recommendation example 164: the target is an option's text, split at its comma.
+    document = json.loads((DATASETS / "bbh" / "movie_recommendation.json").read_text())
+    document["examples"] *= 5  # as in the full file, nearly every target is a letter (there 249 of 250)
+    document["examples"].append({
+        "input": "Find a movie similar to Minority Report, Shrek, Catch Me If You Can, Aladdin:\nOptions:\n"
+                 "(A) Monsters\n(B) Inc\n(C) Children of the Night\n(D) The Incredible Shrinking Man\n"
+                 "(E) Town & Country",
+        "target": "Monsters, Inc"})
+    before = stored()
+    response = upload(client, "movie_recommendation.json", json.dumps(document).encode(), preset="bbh")
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert "1 of 31 answers in field 'target' cannot be graded as choice answers" in detail
+    assert "example 31: 'Monsters, Inc'" in detail and "letter of the right option" in detail
+    assert stored() == before
+
+
 def test_bbh_preset_task_type_can_be_overridden(client):
     path = DATASETS / "bbh" / "object_counting.json"
     pool = upload(client, path.name, path.read_bytes(), preset="bbh", task_type="exact").json()
