@@ -279,13 +279,20 @@ def preview(
         result = preview_selection(session, request)
     if result.warning:
         typer.secho(result.warning, fg=typer.colors.YELLOW)
-    typer.echo(f"{result.strategy}: {result.n} of {result.pool_size} prompts, predicted learnable share "
-               f"{result.predicted_learnable_share:.3f}")
-    typer.echo(f"\n{'strategy':<11} {'N':>7} {'learnable':>10} {'mean pass':>10} {'overlap hard':>13}")
+    if result.caveat:
+        typer.secho(result.caveat, fg=typer.colors.YELLOW)
+    agreement = result.difficulty_basis == "agreement"
+    forecast = ("no learnable-share forecast (label-free)" if result.predicted_learnable_share is None else
+                f"predicted learnable share at step 0 {result.predicted_learnable_share:.3f} (95% "
+                f"{result.predicted_learnable_share_low:.3f}-{result.predicted_learnable_share_high:.3f})")
+    typer.echo(f"{result.strategy}: {result.n} of {result.pool_size} prompts, {forecast}")
+    mean_name = "mean agree" if agreement else "mean pass"
+    typer.echo(f"\n{'strategy':<11} {'N':>7} {'learnable':>10} {mean_name:>10} {'overlap hard':>13}")
     for row in result.comparison:
-        mean = "-" if row.mean_pass_rate is None else f"{row.mean_pass_rate:.3f}"
-        typer.echo(f"{row.strategy:<11} {row.n_picked:>7} {row.predicted_learnable_share:>10.3f} {mean:>10} "
-                   f"{row.overlap_with_hard:>13.3f}")
+        mean = row.mean_agreement if agreement else row.mean_pass_rate
+        share, mean, overlap = ("-" if x is None else f"{x:.3f}"
+                                for x in (row.predicted_learnable_share, mean, row.overlap_with_hard))
+        typer.echo(f"{row.strategy:<11} {row.n_picked:>7} {share:>10} {mean:>10} {overlap:>13}")
 
 
 @app.command()

@@ -117,8 +117,9 @@ def plain_evaluation(work):
     class PlainEvaluation(TrainerCallback):
         def run(self, model, tokenizer):
             prompts = work.evaluation
-            texts = greedy_completions(model, tokenizer, list(prompts.questions), work.settings.max_completion_length)
-            accuracy(texts, list(prompts.golds), prompts.task_type)
+            texts = greedy_completions(model, tokenizer, list(prompts.questions), work.settings.max_completion_length,
+                                       work.prompt_format)
+            accuracy(texts, prompts, work.grading_policy)
 
         def on_train_begin(self, args, state, control, model=None, processing_class=None, **kwargs):
             self.run(model, processing_class)
@@ -148,7 +149,9 @@ def train_once(work, ours: bool) -> tuple[float, float, int]:
         metrics = MetricsCallback(work.run_id, work.job_id, work.settings.max_steps)
         evaluator = evaluation.EvaluationCallback(work.run_id, work.job_id, work.evaluation,
                                                   every=work.settings.eval_every,
-                                                  max_new_tokens=work.settings.max_completion_length)
+                                                  max_new_tokens=work.settings.max_completion_length,
+                                                  prompt_format=work.prompt_format,
+                                                  grading_policy=work.grading_policy)
         watch.wrap(metrics, "on_log")
         watch.wrap(evaluator, "evaluate")
         callbacks = [metrics, evaluator]

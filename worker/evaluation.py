@@ -14,12 +14,12 @@ from contextlib import AbstractContextManager
 
 from sqlmodel import Session, select
 
-from backend.curation.grading import extract_answer, is_correct
+from backend.curation.grading import extract_answer, is_correct, parse_options
 from backend.database import session_scope
 from backend.jobs.service import set_message
 from backend.jobs.tables import Job, JobStatus
 from backend.runs.service import replace_metrics
-from worker.prompting import render_prompts
+from worker.prompting import PromptFormat
 
 try:
     from transformers import TrainerCallback
@@ -32,11 +32,12 @@ EVAL_BATCH = 16  # sequences per generate() call
 SessionFactory = Callable[[], AbstractContextManager[Session]]
 
 
-def _generate(model, tokenizer, questions: list[str], per_call: int, **generate_kwargs) -> list[str]:
-    """Completions of the chat-rendered questions, ``per_call`` questions at a time, left padded."""
+def _generate(model, tokenizer, questions: list[str], per_call: int, prompt_format: PromptFormat,
+              **generate_kwargs) -> list[str]:
+    """Completions of the questions rendered as the probe rendered them, ``per_call`` at a time, left padded."""
     import torch
 
-    prompts = render_prompts(tokenizer, questions)
+    prompts = prompt_format.render(tokenizer, questions)
     side = tokenizer.padding_side
     tokenizer.padding_side = "left"
     was_training = model.training
@@ -57,31 +58,42 @@ def _generate(model, tokenizer, questions: list[str], per_call: int, **generate_
     return texts
 
 
-def greedy_completions(model, tokenizer, questions: list[str], max_new_tokens: int) -> list[str]:
-    return _generate(model, tokenizer, questions, EVAL_BATCH, max_new_tokens=max_new_tokens, do_sample=False)
+def greedy_completions(model, tokenizer, questions: list[str], max_new_tokens: int,
+                       prompt_format: PromptFormat = PromptFormat()) -> list[str]:
+    return _generate(model, tokenizer, questions, EVAL_BATCH, prompt_format, max_new_tokens=max_new_tokens,
+                     do_sample=False)
 
 
 def sampled_completions(model, tokenizer, questions: list[str], *, k: int, max_new_tokens: int, temperature: float,
-                        seed: int) -> list[list[str]]:
+                        seed: int, prompt_format: PromptFormat = PromptFormat()) -> list[list[str]]:
     """k sampled completions per question (seeded, the probe's sampling: no top-k/top-p), grouped per question."""
     import torch
 
     torch.manual_seed(seed)
-    texts = _generate(model, tokenizer, questions, max(1, EVAL_BATCH // k), max_new_tokens=max_new_tokens,
-                      do_sample=True, temperature=temperature, top_k=0, top_p=1.0, num_return_sequences=k)
+    texts = _generate(model, tokenizer, questions, max(1, EVAL_BATCH // k), prompt_format,
+                      max_new_tokens=max_new_tokens, do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
+                      num_return_sequences=k)
     return [texts[i:i + k] for i in range(0, len(texts), k)]
 
 
-def accuracy(completions: list[str], golds: list[str], task_type: str) -> float:
-    graded = [is_correct(extract_answer(text, task_type), gold, task_type)
-              for text, gold in zip(completions, golds, strict=True)]
-    return sum(graded) / len(graded) if graded else 0.0
+def graded(text: str, gold: str, task_type: str, policy: str, question: str | None = None) -> bool:
+    """One completion graded as probing grades it: under ``policy``, a choice question's options known."""
+    options = parse_options(question) if task_type == "choice" and question else None
+    return is_correct(extract_answer(text, task_type, policy=policy, options=options), gold, task_type,
+                      policy=policy, options=options)
 
 
-def pass_at_k(groups: list[list[str]], golds: list[str], task_type: str) -> float:
-    """Share of questions with at least one correct completion among their k."""
-    solved = [any(is_correct(extract_answer(text, task_type), gold, task_type) for text in group)
-              for group, gold in zip(groups, golds, strict=True)]
+def accuracy(completions: list[str], prompts, policy: str) -> float:
+    """Share correct; ``prompts`` is the PromptSet the completions answer, in order."""
+    results = [graded(text, gold, prompts.task_type, policy, question)
+               for text, gold, question in zip(completions, prompts.golds, prompts.questions, strict=True)]
+    return sum(results) / len(results) if results else 0.0
+
+
+def pass_at_k(groups: list[list[str]], prompts, policy: str) -> float:
+    """Share of the PromptSet's questions with at least one correct completion among their k."""
+    solved = [any(graded(text, gold, prompts.task_type, policy, question) for text in group)
+              for group, gold, question in zip(groups, prompts.golds, prompts.questions, strict=True)]
     return sum(solved) / len(solved) if solved else 0.0
 
 
@@ -91,10 +103,12 @@ def ood_key(pool_id: int, k: int, *, base: bool = False) -> str:
 
 class EvaluationCallback(TrainerCallback):
     def __init__(self, run_id: int, job_id: int, prompts, *, every: int, max_new_tokens: int,
-                 session_factory: SessionFactory = session_scope):
+                 prompt_format: PromptFormat, grading_policy: str, session_factory: SessionFactory = session_scope):
         self.run_id = run_id
         self.job_id = job_id
         self.prompts = prompts  # worker.training.PromptSet
+        self.prompt_format = prompt_format  # the training run's (its probe's), also on another pool
+        self.grading_policy = grading_policy
         self.every = every
         self.max_new_tokens = max_new_tokens
         self.session_factory = session_factory
@@ -104,8 +118,8 @@ class EvaluationCallback(TrainerCallback):
         questions = list(self.prompts.questions)
         with self.session_factory() as session:
             set_message(session, self.job_id, f"evaluating at step {step} on {len(questions)} held-out prompts")
-        value = accuracy(greedy_completions(model, tokenizer, questions, self.max_new_tokens),
-                         list(self.prompts.golds), self.prompts.task_type)
+        value = accuracy(greedy_completions(model, tokenizer, questions, self.max_new_tokens, self.prompt_format),
+                         self.prompts, self.grading_policy)
         with self.session_factory() as session:
             replace_metrics(session, self.run_id, step, {ACCURACY_KEY: value, "eval/samples": float(len(questions))})
         self.done_steps.add(step)
@@ -129,10 +143,13 @@ class EvaluationCallback(TrainerCallback):
 
 
 def evaluate_ood(run_id: int, job_id: int, model, tokenizer, prompt_sets, *, step: int, k: int, max_new_tokens: int,
-                 temperature: float, seed: int, session_factory: SessionFactory = session_scope) -> dict[str, float]:
-    """pass@k of the trained policy and of the base model on each OOD pool; stops early on a cancel."""
+                 temperature: float, seed: int, prompt_format: PromptFormat, grading_policy: str,
+                 session_factory: SessionFactory = session_scope) -> dict[str, float]:
+    """pass@k of the trained policy and of the base model on each OOD pool, prompted and graded as in
+    training; stops early on a cancel."""
     values: dict[str, float] = {}
-    args = {"k": k, "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed}
+    args = {"k": k, "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed,
+            "prompt_format": prompt_format}
     for prompts in prompt_sets:
         with session_factory() as session:
             status = session.exec(select(Job.status).where(Job.id == job_id)).one()
@@ -140,10 +157,10 @@ def evaluate_ood(run_id: int, job_id: int, model, tokenizer, prompt_sets, *, ste
                 break
             set_message(session, job_id, f"out-of-distribution pass@{k} on pool {prompts.pool_id} "
                                          f"({len(prompts.questions)} prompts)")
-        questions, golds = list(prompts.questions), list(prompts.golds)
-        trained = pass_at_k(sampled_completions(model, tokenizer, questions, **args), golds, prompts.task_type)
+        questions = list(prompts.questions)
+        trained = pass_at_k(sampled_completions(model, tokenizer, questions, **args), prompts, grading_policy)
         with model.disable_adapter():
-            base = pass_at_k(sampled_completions(model, tokenizer, questions, **args), golds, prompts.task_type)
+            base = pass_at_k(sampled_completions(model, tokenizer, questions, **args), prompts, grading_policy)
         pool_values = {ood_key(prompts.pool_id, k): trained, ood_key(prompts.pool_id, k, base=True): base}
         with session_factory() as session:
             replace_metrics(session, run_id, step, pool_values)

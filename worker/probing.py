@@ -22,7 +22,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import func, insert
 from sqlmodel import Session, select
 
-from backend.curation.grading import TASK_TYPES, extract_answer, is_correct
+from backend.curation.grading import TASK_TYPES, extract_answer, is_correct, parse_options
 from backend.curation.scores import score_prompt
 from backend.database import session_scope
 from backend.jobs.service import fail_unless_finished, lock_job, transition
@@ -62,6 +62,8 @@ class ShardWork:
     temperature: float
     max_new_tokens: int
     template: str | None
+    chat_template_options: dict | None
+    grading_policy: str
     seed: int
     label_free: bool
     task_type: str
@@ -245,7 +247,8 @@ def _start(probe_id: int, shard_index: int) -> ShardWork | str:
         return ShardWork(
             probe_id=probe_id, job_id=probe.job_id, shard_index=shard_index, shard_count=shard_count,
             first_position=shard.first_position, model=probe.model, k=probe.k, temperature=probe.temperature,
-            max_new_tokens=probe.max_new_tokens, template=probe.template, seed=probe.seed,
+            max_new_tokens=probe.max_new_tokens, template=probe.template,
+            chat_template_options=probe.chat_template_options, grading_policy=probe.grading_policy, seed=probe.seed,
             label_free=probe.label_free, task_type=pool.task_type, prompt_ids=[r[0] for r in rows],
             texts=[r[1] for r in rows], golds=[r[2] for r in rows], progress_total=job.progress_total)
 
@@ -283,12 +286,14 @@ def grade_shard(work: ShardWork, completions: list[list[str]]) -> tuple[list[dic
     """Sample rows and prompt-score rows (as dicts for a bulk insert) for the shard's completions."""
     samples: list[dict] = []
     scores: list[dict] = []
-    for prompt_id, gold, outs in zip(work.prompt_ids, work.golds, completions, strict=True):
+    for prompt_id, question, gold, outs in zip(work.prompt_ids, work.texts, work.golds, completions, strict=True):
         outs = [storable_text(text) for text in outs]
-        extracted = [extract_answer(text, work.task_type) for text in outs]
+        options = parse_options(question) if work.task_type == "choice" else None
+        extracted = [extract_answer(text, work.task_type, policy=work.grading_policy, options=options)
+                     for text in outs]
         # Label-free probes (and a stray prompt without a gold answer) are scored by agreement.
-        correct = None if work.label_free or gold is None else [is_correct(a, gold, work.task_type)
-                                                                 for a in extracted]
+        correct = None if work.label_free or gold is None else [
+            is_correct(a, gold, work.task_type, policy=work.grading_policy, options=options) for a in extracted]
         score = score_prompt(extracted, correct)
         for index, (text, answer) in enumerate(zip(outs, extracted, strict=False)):
             samples.append({"probe_id": work.probe_id, "prompt_id": prompt_id, "sample_index": index,
@@ -357,7 +362,7 @@ def _run_shard(probe_id: int, shard_index: int, engine: GenerationEngine | None,
         if engine_factory is None:
             from worker.engines import get_engine as engine_factory
         engine = engine_factory(work.model)
-    rendered = engine.render(work.texts, work.template)
+    rendered = engine.render(work.texts, work.template, work.chat_template_options)
     chunk = max(1, engine.prompts_per_batch(work.k))
     completions: list[list[str]] = []
     generation_seconds = 0.0

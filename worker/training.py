@@ -1,9 +1,11 @@
 """The GRPO training job as a plain function: ``train_run(run_id)``, or ``python -m worker.training RUN_ID``.
 
 TRL's ``GRPOTrainer`` with a PEFT LoRA config and the binary correctness reward (the pool's grader:
-``extract_answer`` + ``is_correct`` against ``parse_gold``). ``MetricsCallback`` writes every logged
-value to ``run_metric`` as it arrives and stops cleanly on a cancel request. On success the LoRA
-adapter is saved under ``<artifacts>/runs/<id>/adapter``.
+``extract_answer`` + ``is_correct`` against ``parse_gold``, under the run's grading policy, by default the
+probe's). Prompts are rendered exactly as the subset's probe rendered them (its template and chat-template
+options), for training and for every evaluation, so the policy learns on the input it was probed with.
+``MetricsCallback`` writes every logged value to ``run_metric`` as it arrives and stops cleanly on a cancel
+request. On success the LoRA adapter is saved under ``<artifacts>/runs/<id>/adapter``.
 
 Errors: a lost database connection raises ``TransientTrainingError`` when asked (the Celery task
 retries it); an out-of-memory fails the run with advice on which settings to lower (the same
@@ -26,11 +28,12 @@ from typing import Any
 from sqlalchemy import delete, update
 from sqlmodel import select
 
-from backend.curation.grading import TASK_TYPES, extract_answer, is_correct, parse_gold
+from backend.curation.grading import TASK_TYPES, parse_gold
 from backend.database import session_scope
 from backend.jobs.service import fail_unless_finished, lock_job, transition
 from backend.jobs.tables import FINISHED, Job, JobStatus
 from backend.pools.tables import Pool, Prompt
+from backend.probes.tables import Probe
 from backend.runs.downloads import run_dir
 from backend.runs.service import describe_lost_run
 from backend.runs.settings import TrainingSettings, check_training_settings, grpo_config_kwargs, lora_config_kwargs
@@ -40,7 +43,7 @@ from backend.subsets.export import export_rows
 from backend.subsets.tables import Subset
 from backend.timeutil import utcnow
 from worker.probing import describe, is_transient
-from worker.prompting import default_messages
+from worker.prompting import PromptFormat, without_added_bos
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +78,8 @@ class TrainingWork:
     settings: TrainingSettings
     task_type: str
     rows: list[dict]
+    prompt_format: PromptFormat = PromptFormat()
+    grading_policy: str = "lenient"
     evaluation: PromptSet | None = None
     ood: tuple[PromptSet, ...] = ()
 
@@ -217,7 +222,8 @@ def _read_work(session, run_id: int) -> TrainingWork:
         raise TrainingFailure("Training settings rejected: " + " ".join(problems))
     subset = session.get(Subset, run.subset_id)
     pool = session.get(Pool, subset.pool_id) if subset else None
-    if subset is None or pool is None:
+    probe = session.get(Probe, subset.probe_id) if subset else None
+    if subset is None or pool is None or probe is None:
         raise TrainingFailure(f"Run {run_id}'s subset no longer exists.")
     if not pool.has_answers:
         raise TrainingFailure(f"Subset {subset.id} comes from pool {pool.id}, which has no answers; the reward "
@@ -237,6 +243,8 @@ def _read_work(session, run_id: int) -> TrainingWork:
     ood = tuple(_prompt_set(session, pool_id, settings.ood_samples, "Out-of-distribution", "ood_pool_ids")
                 for pool_id in settings.ood_pool_ids)
     return TrainingWork(run_id=run_id, job_id=run.job_id, settings=settings, task_type=pool.task_type, rows=rows,
+                        prompt_format=PromptFormat(probe.template, probe.chat_template_options or {}),
+                        grading_policy=settings.grading_policy or probe.grading_policy,
                         evaluation=evaluation, ood=ood)
 
 
@@ -251,24 +259,29 @@ def _prompt_set(session, pool_id: int, limit: int, role: str, setting: str) -> P
     return PromptSet(pool_id, pool.task_type, tuple(row[0] for row in rows), tuple(row[1] for row in rows))
 
 
-def correctness_reward_for(task_type: str):
-    """TRL reward function: 1.0 when the completion's extracted answer matches the gold answer."""
+def correctness_reward_for(task_type: str, policy: str):
+    """TRL reward function: 1.0 when the completion's answer matches the gold answer, graded as the probe
+    graded (``policy``; a choice question's options read from the question)."""
+    from worker.evaluation import graded
 
-    def correctness_reward(completions: list, answer: list[str], **_: Any) -> list[float]:
+    def correctness_reward(completions: list, answer: list[str], question: list[str], **_: Any) -> list[float]:
         rewards = []
-        for completion, gold in zip(completions, answer, strict=True):
+        for completion, gold, text_of_question in zip(completions, answer, question, strict=True):
             text = completion[-1]["content"] if isinstance(completion, list) else str(completion)
-            rewards.append(1.0 if is_correct(extract_answer(text, task_type), gold, task_type) else 0.0)
+            rewards.append(1.0 if graded(text, gold, task_type, policy, text_of_question) else 0.0)
         return rewards
 
     return correctness_reward
 
 
-def build_dataset(rows: list[dict]):
+def build_dataset(rows: list[dict], tokenizer, prompt_format: PromptFormat):
+    """Text prompts rendered as the probe rendered them. TRL tokenizes text prompts with the tokenizer's
+    special tokens, so a BOS token the tokenizer adds itself is left out of the text."""
     from datasets import Dataset
 
-    return Dataset.from_list([{"prompt": default_messages(row["prompt"]), "answer": row["answer"]}
-                              for row in rows])
+    prompts = prompt_format.render(tokenizer, [row["prompt"] for row in rows])
+    return Dataset.from_list([{"prompt": without_added_bos(tokenizer, prompt), "answer": row["answer"],
+                               "question": row["prompt"]} for prompt, row in zip(prompts, rows, strict=True)])
 
 
 def load_policy(model_name: str):
@@ -310,10 +323,18 @@ def build_trainer(work: TrainingWork, callbacks: list | None = None):
     from trl import GRPOTrainer
 
     model, tokenizer = load_policy(work.settings.model)
-    return GRPOTrainer(model=model, reward_funcs=[correctness_reward_for(work.task_type)],
+    dataset = build_dataset(work.rows, tokenizer, work.prompt_format)
+    _record_prompt_example(work.run_id, dataset[0]["prompt"])
+    return GRPOTrainer(model=model, reward_funcs=[correctness_reward_for(work.task_type, work.grading_policy)],
                        args=grpo_config(work.settings, run_dir(work.run_id) / "trainer"),
-                       train_dataset=build_dataset(work.rows), processing_class=tokenizer,
+                       train_dataset=dataset, processing_class=tokenizer,
                        peft_config=lora_config(work.settings), callbacks=callbacks or [])
+
+
+def _record_prompt_example(run_id: int, prompt: str) -> None:
+    """What the policy is given, kept on the run, so its page shows the template it trained with."""
+    with session_scope() as session:
+        session.execute(update(Run).where(Run.id == run_id).values(prompt_example=prompt))
 
 
 def _train(run_id: int, retrying: bool) -> str:
@@ -335,7 +356,9 @@ def _fit(work: TrainingWork) -> str:
 
         # First, so the step-0 evaluation is over before MetricsCallback starts timing steps for the ETA.
         callbacks.insert(0, EvaluationCallback(run_id, work.job_id, work.evaluation, every=work.settings.eval_every,
-                                               max_new_tokens=work.settings.max_completion_length))
+                                               max_new_tokens=work.settings.max_completion_length,
+                                               prompt_format=work.prompt_format,
+                                               grading_policy=work.grading_policy))
     trainer = build_trainer(work, callbacks)
     trainer.train()
     ended = _ended_early(work, callback.last_step)
@@ -346,7 +369,8 @@ def _fit(work: TrainingWork) -> str:
 
         evaluate_ood(run_id, work.job_id, trainer.model, trainer.processing_class, work.ood, step=callback.last_step,
                      k=work.settings.ood_k, max_new_tokens=work.settings.max_completion_length,
-                     temperature=work.settings.temperature, seed=work.settings.seed)
+                     temperature=work.settings.temperature, seed=work.settings.seed,
+                     prompt_format=work.prompt_format, grading_policy=work.grading_policy)
         ended = _ended_early(work, callback.last_step)
         if ended:
             return ended

@@ -19,6 +19,8 @@ class ExperimentCreate(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict, description="TrainingSettings shared by every run")
     band_low: float = 0.1
     band_high: float = 0.9
+    allow_other_model: bool = Field(False, description="Train settings.model although the probe used another model "
+                                                       "(the difficulty forecast then does not apply)")
 
 
 class ExperimentRead(BaseModel):
@@ -32,6 +34,10 @@ class ExperimentRead(BaseModel):
     settings: dict[str, Any]
     status: str
     created_at: datetime
+    probe_model: str | None = Field(description="The model the probe was probed with")
+    forecast_applies: bool = Field(description="False when the runs train another model or grade otherwise than "
+                                               "the probe, so its difficulty forecast does not describe them")
+    forecast_caveats: list[str]
     runs: list[RunRead]
 
 

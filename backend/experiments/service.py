@@ -18,6 +18,7 @@ from backend.jobs.service import lock_job, request_cancel
 from backend.jobs.tables import FINISHED, JobStatus
 from backend.pools.tables import Pool
 from backend.probes.service import get_probe, require_finished
+from backend.probes.tables import Probe
 from backend.runs import service as runs
 from backend.runs.schemas import RunRead
 from backend.runs.tables import Run
@@ -41,8 +42,8 @@ def check_strategies(strategies: list[str]) -> list[str]:
 def create_experiment(session: Session, body: ExperimentCreate) -> tuple[Experiment, list[Run]]:
     """Freeze one subset per strategy (same budget, seed and G = num_generations), then one run each."""
     strategies = check_strategies(body.strategies)
-    settings = runs.resolve_settings(body.preset, body.settings)
     probe = get_probe(session, body.probe_id)
+    settings = runs.resolve_settings(body.preset, body.settings, probe, allow_other_model=body.allow_other_model)
     require_finished(session, probe)
     pool = session.get(Pool, probe.pool_id)
     experiment = Experiment(name="", probe_id=probe.id, pool_id=probe.pool_id, budget_kind=body.budget.kind,
@@ -93,11 +94,14 @@ def aggregate_status(statuses: list[str]) -> str:
 
 def experiment_read(session: Session, experiment: Experiment) -> ExperimentRead:
     run_reads = [RunRead.of(session, run) for run in reversed(runs.list_runs(session, experiment_id=experiment.id))]
+    probe = session.get(Probe, experiment.probe_id)
+    caveats = runs.forecast_caveats(probe, experiment.settings)
     return ExperimentRead(
         id=experiment.id, name=experiment.name, probe_id=experiment.probe_id, pool_id=experiment.pool_id,
         budget={"kind": experiment.budget_kind, "value": experiment.budget_value,
                 "cost_per_prompt": experiment.cost_per_prompt},
         n=experiment.n, strategies=experiment.strategies, settings=experiment.settings,
+        probe_model=probe.model if probe else None, forecast_applies=not caveats, forecast_caveats=caveats,
         status=aggregate_status([r.job.status for r in run_reads]), created_at=experiment.created_at,
         runs=run_reads)
 

@@ -13,6 +13,9 @@ of rows ``(position, external_id, text, answer, locator)`` in constant memory:
 JSONL or CSV file (the line a CSV record starts on), the data row of a Parquet file, the example of a
 JSON document. Every `IngestError` names the line (or row) and the field, and says what to do.
 
+A `FieldMapping` with ``guess`` (the user named no field) is settled from the first record's fields
+(or the header, or the schema) by common names: see `guess_mapping`.
+
 Duplicate ids are found with a set of 64-bit hashes (about 70 bytes per row); a hash seen twice is
 verified by re-reading the file up to that point, so a hash collision never rejects a good file.
 """

@@ -1,9 +1,17 @@
 from datetime import datetime
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
+from backend.curation.grading import GradingPolicy
 from backend.jobs.schemas import JobRead
 from backend.settings import DEFAULT_MODEL
+
+# Hard Examples Are All You Need probed with k = 10 at temperature 1.0, 250 new tokens, and counted only
+# the last \boxed{} answer, exactly matched.
+PROBE_PRESETS: dict[str, dict[str, Any]] = {
+    "paper": {"k": 10, "temperature": 1.0, "max_new_tokens": 250, "grading_policy": "strict"},
+}
 
 
 class ProbeCreate(BaseModel):
@@ -16,6 +24,23 @@ class ProbeCreate(BaseModel):
         None, description="Prompt template containing {prompt}; default: the model's chat template with an "
                           "instruction to answer in \\boxed{}")
     seed: int = Field(0, description="Seed for sampling; with the same settings a probe is reproducible")
+    chat_template_options: dict[str, Any] | None = Field(
+        None, description='Keyword arguments for the model\'s chat template, e.g. {"enable_thinking": false} for '
+                          "Qwen3; keys are identifiers, values text, numbers, true/false or null. Training and "
+                          "evaluation on this probe's subsets use them too.")
+    grading_policy: GradingPolicy = Field(
+        "lenient", description="strict: only the last \\boxed{} answer, matched exactly (the paper); lenient: "
+                               "also unboxed final answers. Training rewards and evaluation use the probe's policy.")
+    preset: Literal["paper"] | None = Field(
+        None, description="paper: k = 10, temperature 1.0, 250 new tokens, strict grading; fields given "
+                          "explicitly override it")
+
+    @model_validator(mode="after")
+    def _apply_preset(self) -> "ProbeCreate":
+        for name, value in PROBE_PRESETS.get(self.preset or "", {}).items():
+            if name not in self.model_fields_set:
+                setattr(self, name, value)
+        return self
 
 
 class ProbeRead(BaseModel):
@@ -27,6 +52,8 @@ class ProbeRead(BaseModel):
     temperature: float
     max_new_tokens: int
     template: str | None
+    chat_template_options: dict[str, Any] | None
+    grading_policy: str
     seed: int
     label_free: bool
     prompt_count: int

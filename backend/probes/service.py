@@ -13,7 +13,7 @@ from backend.models_catalog import check_model
 from backend.pools.tables import Pool, Prompt
 from backend.probes.schemas import ProbeCreate, ProbeRead, PromptSamples
 from backend.probes.tables import Probe, ProbeShard, PromptScore, Sample
-from worker.prompting import check_template
+from worker.prompting import check_chat_template_options, check_template
 
 LIMITS = {"k": (1, 64), "temperature": (0.0, 2.0), "max_new_tokens": (1, 4096)}
 
@@ -25,6 +25,7 @@ def check_probe_settings(body: ProbeCreate) -> None:
         problems.append(f"seed must be 0 or more (got {body.seed})")
     try:
         body.template = check_template(body.template)
+        body.chat_template_options = check_chat_template_options(body.chat_template_options, body.template)
     except ValueError as exc:
         problems.append(str(exc).rstrip("."))
     if problems:
@@ -40,7 +41,8 @@ def create_probe(session: Session, body: ProbeCreate, shard_size: int) -> Probe:
         raise AppError(409, f"Pool {pool.id} has no prompts to probe; upload a file with prompts first.")
     job = create_job(session, "probe", total=pool.prompt_count)
     probe = Probe(pool_id=pool.id, job_id=job.id, model=model, k=body.k, temperature=body.temperature,
-                  max_new_tokens=body.max_new_tokens, template=body.template, seed=body.seed,
+                  max_new_tokens=body.max_new_tokens, template=body.template,
+                  chat_template_options=body.chat_template_options, grading_policy=body.grading_policy, seed=body.seed,
                   label_free=not pool.has_answers, shard_size=shard_size, prompt_count=pool.prompt_count)
     session.add(probe)
     session.flush()

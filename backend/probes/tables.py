@@ -1,6 +1,7 @@
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import BigInteger, Boolean, Column, Float, ForeignKey, Index, Integer, Text
+from sqlalchemy import JSON, BigInteger, Boolean, Column, Float, ForeignKey, Index, Integer, String, Text
 from sqlmodel import Field, SQLModel
 
 from backend.timeutil import utcnow
@@ -18,6 +19,10 @@ class Probe(SQLModel, table=True):
     temperature: float
     max_new_tokens: int
     template: str | None = Field(default=None, sa_column=Column(Text))
+    chat_template_options: dict[str, Any] | None = Field(
+        default=None, sa_column=Column(JSON), description="Keyword arguments for the chat template")
+    grading_policy: str = Field(default="lenient", sa_column=Column(String(), nullable=False,
+                                                                    server_default="lenient"))
     seed: int
     label_free: bool
     shard_size: int

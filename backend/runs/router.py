@@ -27,7 +27,8 @@ def training_presets() -> dict:
 
 @router.post("/runs", status_code=201)
 def create_run(body: RunCreate, session: SessionDep) -> RunRead:
-    run = service.create_run(session, body.subset_id, body.settings, preset=body.preset)
+    run = service.create_run(session, body.subset_id, body.settings, preset=body.preset,
+                             allow_other_model=body.allow_other_model)
     launch(session, [run])
     return RunRead.of(session, run)
 

@@ -5,6 +5,7 @@ from pydantic import BaseModel, Field
 from sqlmodel import Session
 
 from backend.jobs.schemas import JobRead
+from backend.probes.tables import Probe
 from backend.runs.tables import Run
 from backend.subsets.tables import Subset
 
@@ -13,6 +14,8 @@ class RunCreate(BaseModel):
     subset_id: int
     preset: str | None = Field(None, description="paper or quick_cpu; settings override it field by field")
     settings: dict[str, Any] = Field(default_factory=dict, description="TrainingSettings fields to set")
+    allow_other_model: bool = Field(False, description="Train settings.model although the subset's probe used "
+                                                       "another model (its difficulty forecast then does not apply)")
 
 
 class RunRead(BaseModel):
@@ -22,6 +25,15 @@ class RunRead(BaseModel):
     experiment_id: int | None
     strategy: str | None
     model: str
+    probe_id: int | None
+    probe_model: str | None = Field(description="The model the subset's probe was probed with")
+    grading_policy: str | None = Field(description="How rewards and evaluation were graded")
+    template: str | None = Field(description="The probe's prompt template (null: the chat template)")
+    chat_template_options: dict[str, Any] | None
+    forecast_applies: bool = Field(description="False when the run trains another model or grades otherwise than "
+                                               "the probe, so the probe's difficulty forecast does not describe it")
+    forecast_caveats: list[str]
+    prompt_example: str | None = Field(description="The first training prompt as the worker rendered it")
     settings: dict[str, Any]
     seed: int
     eval_pool_id: int | None
@@ -32,11 +44,18 @@ class RunRead(BaseModel):
 
     @classmethod
     def of(cls, session: Session, run: Run) -> "RunRead":
-        from backend.runs.service import run_job
+        from backend.runs.service import forecast_caveats, run_job
 
         subset = session.get(Subset, run.subset_id)
+        probe = session.get(Probe, subset.probe_id) if subset else None
+        caveats = forecast_caveats(probe, run.settings)
         return cls(id=run.id, subset_id=run.subset_id, subset_name=subset.name if subset else None,
                    experiment_id=run.experiment_id, strategy=subset.strategy if subset else None, model=run.model,
+                   probe_id=probe.id if probe else None, probe_model=probe.model if probe else None,
+                   grading_policy=run.settings.get("grading_policy") or (probe.grading_policy if probe else None),
+                   template=probe.template if probe else None,
+                   chat_template_options=probe.chat_template_options if probe else None,
+                   forecast_applies=not caveats, forecast_caveats=caveats, prompt_example=run.prompt_example,
                    settings=run.settings, seed=run.seed, eval_pool_id=run.eval_pool_id,
                    library_versions=run.library_versions, adapter_available=run.adapter_path is not None,
                    created_at=run.created_at, job=JobRead.of(run_job(session, run)))

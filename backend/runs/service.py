@@ -16,6 +16,7 @@ from backend.jobs.service import create_job, fail_lost_jobs
 from backend.jobs.tables import Job
 from backend.models_catalog import check_model
 from backend.pools.tables import Pool
+from backend.probes.tables import Probe
 from backend.runs.settings import PRESETS, TrainingSettings, parse_training_settings
 from backend.runs.tables import Run, RunMetric
 from backend.settings import get_settings
@@ -24,8 +25,10 @@ from backend.subsets.tables import Subset
 TRAIN_JOB_KIND = "train"
 
 
-def resolve_settings(preset: str | None, overrides: dict[str, Any] | None) -> TrainingSettings:
-    """A preset (or the defaults) with the user's overrides, checked against every rule. 422 in words."""
+def resolve_settings(preset: str | None, overrides: dict[str, Any] | None, probe: Probe, *,
+                     allow_other_model: bool = False) -> TrainingSettings:
+    """A preset (or the defaults) with the user's overrides, checked against every rule, for a subset of
+    ``probe``: the model and the grading policy default to the probe's. 422 in words."""
     if preset is not None and preset not in PRESETS:
         raise AppError(422, f"Unknown training preset '{preset}'; use one of: {', '.join(PRESETS)}.",
                        details={"allowed": list(PRESETS)})
@@ -33,8 +36,37 @@ def resolve_settings(preset: str | None, overrides: dict[str, Any] | None) -> Tr
     parsed, problems = parse_training_settings(raw)
     if parsed is None:
         raise AppError(422, "Training settings rejected: " + " ".join(problems), details={"problems": problems})
-    check_model(parsed.model)
-    return parsed
+    model = choose_model(probe, parsed.model, allow_other_model)
+    return parsed.model_copy(update={"model": model,
+                                     "grading_policy": parsed.grading_policy or probe.grading_policy})
+
+
+def choose_model(probe: Probe, requested: str | None, allow_other_model: bool) -> str:
+    """The probe's model unless another is named and explicitly allowed: difficulty scores, and the forecast
+    made from them, hold for the model that was probed."""
+    if requested is None or not requested.strip() or requested == probe.model:
+        return probe.model
+    requested = check_model(requested)
+    if not allow_other_model:
+        raise AppError(422, f"Probe {probe.id} measured difficulty with model '{probe.model}', so the subset and its "
+                            f"forecast are for that model. Leave model out to train '{probe.model}', or set "
+                            f"allow_other_model to true to train '{requested}' anyway (the run is then marked: the "
+                            "difficulty forecast does not apply).",
+                       details={"probe_model": probe.model, "model": requested})
+    return requested
+
+
+def forecast_caveats(probe: Probe | None, settings: dict[str, Any]) -> list[str]:
+    """Why the probe's difficulty forecast does not describe this training (empty: it applies)."""
+    if probe is None:
+        return []
+    caveats = []
+    if settings.get("model") and settings["model"] != probe.model:
+        caveats.append(f"trains '{settings['model']}', but difficulty was probed with '{probe.model}'")
+    policy = settings.get("grading_policy")
+    if policy and policy != probe.grading_policy:
+        caveats.append(f"grades {policy}, but the probe's pass rates were graded {probe.grading_policy}")
+    return caveats
 
 
 def check_training_pools(session: Session, subset: Subset, settings: TrainingSettings) -> None:
@@ -61,11 +93,13 @@ def check_training_pools(session: Session, subset: Subset, settings: TrainingSet
 
 
 def create_run(session: Session, subset_id: int, settings: dict[str, Any] | TrainingSettings, *,
-               preset: str | None = None, experiment_id: int | None = None) -> Run:
+               preset: str | None = None, experiment_id: int | None = None, allow_other_model: bool = False) -> Run:
     """A queued ``train`` job and its run. 404: no such subset or pool; 409: a pool without answers;
-    422: settings break a rule (said in words) or the model is unknown."""
+    422: settings break a rule (said in words), the model is unknown, or differs from the probe's without
+    ``allow_other_model``. ``settings`` given as TrainingSettings are already resolved for the probe."""
     subset = get_or_404(session, Subset, subset_id)
-    parsed = settings if isinstance(settings, TrainingSettings) else resolve_settings(preset, settings)
+    parsed = settings if isinstance(settings, TrainingSettings) else resolve_settings(
+        preset, settings, session.get(Probe, subset.probe_id), allow_other_model=allow_other_model)
     check_training_pools(session, subset, parsed)
     job = create_job(session, TRAIN_JOB_KIND, total=parsed.max_steps)
     run = Run(subset_id=subset.id, job_id=job.id, experiment_id=experiment_id, model=parsed.model,

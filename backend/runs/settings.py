@@ -16,13 +16,14 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from backend.settings import DEFAULT_MODEL
+from backend.curation.grading import GradingPolicy
 
 
 class TrainingSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(DEFAULT_MODEL, description="Model to train (a listed model or a checkpoint directory)")
+    model: str | None = Field(None, description="Model to train; default (null): the model the subset's probe "
+                                                "was probed with, whose difficulty scores chose the subset")
     lora_rank: int = Field(32, ge=1, le=512, description="LoRA rank r")
     lora_alpha: int = Field(32, ge=1, le=1024, description="LoRA alpha")
     lora_target_modules: str | list[str] = Field(
@@ -43,6 +44,9 @@ class TrainingSettings(BaseModel):
                                     description="Out-of-distribution pools evaluated with pass@k after training")
     ood_k: int = Field(4, ge=1, le=64, description="Samples per OOD prompt for pass@k")
     ood_samples: int = Field(50, ge=1, le=10_000, description="Prompts of each OOD pool used")
+    grading_policy: GradingPolicy | None = Field(
+        None, description="How rewards and evaluation are graded: strict (last \\boxed{} only, exact) or lenient; "
+                          "default (null): the probe's policy, the one its pass rates were measured with")
 
     @field_validator("lora_target_modules", mode="before")
     @classmethod
@@ -59,12 +63,13 @@ class TrainingSettings(BaseModel):
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # Hard Examples Are All You Need: LoRA r=32 on all linear layers, lr 5e-6, G=8, 250 tokens, 1000 steps.
+    # Hard Examples Are All You Need: LoRA r=32 on all linear layers, lr 5e-6, G=8, 250 tokens, 1000 steps,
+    # a binary reward for the last \boxed{} answer only. No preset names a model: a run trains its probe's.
     "paper": {"lora_rank": 32, "lora_alpha": 32, "lora_target_modules": "all-linear", "learning_rate": 5e-6,
               "num_generations": 8, "batch_size": 8, "max_completion_length": 250, "temperature": 1.0,
-              "max_steps": 1000, "beta": 0.0},
-    # The default 135M model, a few dozen steps in minutes on a laptop CPU.
-    "quick_cpu": {"model": DEFAULT_MODEL, "lora_rank": 8, "lora_alpha": 16, "lora_target_modules": "all-linear",
+              "max_steps": 1000, "beta": 0.0, "grading_policy": "strict"},
+    # For the default 135M model: a few dozen steps in minutes on a laptop CPU.
+    "quick_cpu": {"lora_rank": 8, "lora_alpha": 16, "lora_target_modules": "all-linear",
                   "learning_rate": 1e-4, "num_generations": 4, "batch_size": 4,
                   "max_completion_length": 48, "temperature": 1.0, "max_steps": 30, "beta": 0.0,
                   "eval_every": 0},

@@ -3,7 +3,7 @@
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Column, Float, ForeignKey, Integer, String
+from sqlalchemy import JSON, Column, Float, ForeignKey, Integer, String, Text
 from sqlmodel import Field, SQLModel
 
 from backend.experiments.tables import Experiment  # noqa: F401  (run.experiment_id's target table)
@@ -26,6 +26,9 @@ class Run(SQLModel, table=True):
     eval_pool_id: int | None = Field(default=None, sa_column=Column(Integer, ForeignKey("pool.id",
                                                                                         ondelete="SET NULL")))
     adapter_path: str | None = Field(default=None, description="The saved LoRA adapter directory")
+    prompt_example: str | None = Field(default=None, sa_column=Column(Text),
+                                       description="The first training prompt as the worker rendered it (the "
+                                                   "probe's template and chat-template options)")
     library_versions: dict[str, str] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     created_at: datetime = Field(default_factory=utcnow)
 

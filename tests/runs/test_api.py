@@ -72,7 +72,9 @@ def test_presets_endpoint_lists_valid_settings(client):
     presets = client.get("/api/training/presets").json()
     assert presets["presets"]["paper"]["lora_rank"] == 32 and presets["presets"]["paper"]["max_steps"] == 1000
     assert presets["presets"]["quick_cpu"]["batch_size"] % presets["presets"]["quick_cpu"]["num_generations"] == 0
-    assert presets["defaults"]["model"] == "SmolLM2-135M-Instruct"
+    assert presets["defaults"]["model"] is None  # a run trains its probe's model unless told otherwise
+    assert all("model" not in values or values["model"] is None for values in presets["presets"].values())
+    assert presets["presets"]["paper"]["grading_policy"] == "strict"
 
 
 def test_an_unreachable_broker_fails_the_run_at_once_with_a_503(client, monkeypatch):

@@ -2,7 +2,15 @@
 
 import pytest
 
-from worker.prompting import ANSWER_INSTRUCTION, check_template, fill_template, render_prompt, render_prompts
+from worker.prompting import (
+    ANSWER_INSTRUCTION,
+    PromptFormat,
+    check_chat_template_options,
+    check_template,
+    fill_template,
+    render_prompt,
+    render_prompts,
+)
 
 
 def test_check_template_accepts_placeholder_and_default():
@@ -48,3 +56,53 @@ def test_custom_template_is_used_verbatim(tokenizer):
     assert render_prompts(tokenizer, ["2+3?"], "Q: {prompt}\nA:") == ["Q: 2+3?\nA:"]
     with pytest.raises(ValueError):
         render_prompts(tokenizer, ["2+3?"], "no placeholder")
+
+
+# --- chat-template options (issue 7 §8) ------------------------------------------------------------------
+
+# The tiny model's own (SmolLM2) chat template, plus what Qwen3's does with enable_thinking: an empty
+# thinking block after the generation prompt when thinking is off. Any other option is rendered too.
+THINKING_SUFFIX = ("{% if enable_thinking is defined and not enable_thinking %}<think>\n\n</think>\n\n{% endif %}"
+                   "{% if persona is defined %}({{ persona }}){% endif %}")
+
+
+@pytest.fixture
+def thinking_tokenizer(tiny_artifacts):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_artifacts / "models" / "tiny-random-SmolLM2")
+    tokenizer.chat_template = tokenizer.chat_template + THINKING_SUFFIX
+    return tokenizer
+
+
+def test_chat_template_options_reach_the_template(thinking_tokenizer):
+    plain = render_prompt(thinking_tokenizer, "What is 2 + 3?")
+    off = render_prompt(thinking_tokenizer, "What is 2 + 3?", None, {"enable_thinking": False})
+    assert "<think>" not in plain and off == plain + "<think>\n\n</think>\n\n"
+    assert render_prompts(thinking_tokenizer, ["a?", "b?"], None, {"persona": "terse"})[1].endswith("(terse)")
+    assert PromptFormat(None, {"enable_thinking": False}).render(thinking_tokenizer, ["What is 2 + 3?"]) == [off]
+
+
+@pytest.mark.parametrize(("options", "words"), [
+    ({"enable-thinking": False}, "key 'enable-thinking' is not an identifier"),
+    ({"1st": 1}, "key '1st' is not an identifier"),
+    ({"tokenize": True}, "'tokenize' is a parameter of apply_chat_template"),
+    ({"nested": {"a": 1}}, "value of 'nested' must be text, a number, true, false or null (got dict)"),
+    ({"many": [1, 2]}, "(got list)"),
+    ({"big": float("inf")}, "must be a finite number"),
+    ([1, 2], "must be a JSON object"),
+    ("{not json", "is not valid JSON"),
+])
+def test_chat_template_options_are_refused_in_words(options, words):
+    with pytest.raises(ValueError) as caught:
+        check_chat_template_options(options)
+    assert words in str(caught.value)
+
+
+def test_chat_template_options_accept_scalars_and_refuse_a_custom_template():
+    options = {"enable_thinking": False, "persona": "terse", "depth": 2, "ratio": 0.5, "nothing": None}
+    assert check_chat_template_options(options) == options
+    assert check_chat_template_options('{"enable_thinking": false}') == {"enable_thinking": False}
+    assert check_chat_template_options({}) is None and check_chat_template_options(None) is None
+    with pytest.raises(ValueError, match="custom template replaces"):
+        check_chat_template_options({"enable_thinking": False}, "Q: {prompt}\nA:")

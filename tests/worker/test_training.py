@@ -24,8 +24,8 @@ def service_artifacts(service_env, use_artifacts, service_tiny_model) -> Path:
     return use_artifacts(Path(service_env["BUDGETLAB_ARTIFACT_DIR"]))
 
 
-def new_run(settings: dict, subset_size: int = 6) -> tuple[int, int]:
-    subset_id = make_subset(subset_size)
+def new_run(settings: dict, subset_size: int = 6, **probe_fields) -> tuple[int, int]:
+    subset_id = make_subset(subset_size, **probe_fields)
     with session_scope() as session:
         run = create_run(session, subset_id, settings)
         return run.id, run.job_id
@@ -183,7 +183,7 @@ def test_two_steps_with_the_default_model(service_env, use_artifacts):
     build_default_model(Path(service_env["BUDGETLAB_ARTIFACT_DIR"]))
     run_id, job_id = new_run({"model": DEFAULT_MODEL, "lora_rank": 8, "lora_alpha": 16, "num_generations": 2,
                               "batch_size": 4, "max_completion_length": 16, "max_steps": 2,
-                              "learning_rate": 1e-4}, subset_size=4)
+                              "learning_rate": 1e-4}, subset_size=4, model=DEFAULT_MODEL)
     assert train_run(run_id) == "succeeded"
     by_step = metrics(run_id)
     assert {1, 2} <= set(by_step) and all("learnable_share" in by_step[s] for s in (1, 2))

@@ -22,8 +22,10 @@ class GenerationEngine(Protocol):
         chunks of this size and check for cancellation and report progress between them."""
         ...
 
-    def render(self, questions: list[str], template: str | None = None) -> list[str]:
-        """Model inputs for the questions: the default chat template, or a ``{prompt}`` template."""
+    def render(self, questions: list[str], template: str | None = None,
+               chat_template_options: dict | None = None) -> list[str]:
+        """Model inputs for the questions: the default chat template (called with the options as
+        keyword arguments), or a ``{prompt}`` template."""
         ...
 
     def generate(self, prompts: list[str], *, k: int, temperature: float, max_new_tokens: int,

@@ -33,8 +33,9 @@ class TransformersEngine:
     def prompts_per_batch(self, k: int) -> int:
         return self.batch_size or max(1, self.rows_per_batch // max(1, k))
 
-    def render(self, questions: list[str], template: str | None = None) -> list[str]:
-        return render_prompts(self.tokenizer, questions, template)
+    def render(self, questions: list[str], template: str | None = None,
+               chat_template_options: dict | None = None) -> list[str]:
+        return render_prompts(self.tokenizer, questions, template, chat_template_options)
 
     def generate(self, prompts: list[str], *, k: int, temperature: float, max_new_tokens: int,
                  seed: int) -> list[list[str]]:

@@ -39,8 +39,9 @@ class VLLMEngine:
     def prompts_per_batch(self, k: int) -> int:
         return max(1, self.rows_per_call // max(1, k))
 
-    def render(self, questions: list[str], template: str | None = None) -> list[str]:
-        return render_prompts(self.tokenizer, questions, template)
+    def render(self, questions: list[str], template: str | None = None,
+               chat_template_options: dict | None = None) -> list[str]:
+        return render_prompts(self.tokenizer, questions, template, chat_template_options)
 
     def generate(self, prompts: list[str], *, k: int, temperature: float, max_new_tokens: int,
                  seed: int) -> list[list[str]]:

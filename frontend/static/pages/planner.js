@@ -17,6 +17,11 @@ export const STRATEGIES = [
 ];
 const KINDS = [["count", "count"], ["fraction", "fraction"], ["money", "money"]];
 const EXPORTS = ["jsonl", "csv", "parquet"];
+// Strategies defined on pass rates: a label-free probe (difficulty = 1 − agreement) refuses them.
+const PASS_RATE_STRATEGIES = new Set(["band", "learnable"]);
+const SHARE_HINT = "at step 0: mean over the picked prompts of the chance a GRPO group of G gets mixed rewards, "
+  + "1 − pᴳ − (1 − p)ᴳ, averaged over each prompt's posterior p given its probe counts (beta-binomial, prior fitted "
+  + "to the probe). Before training: training moves p.";
 // POST /api/experiments' default strategies: every one but band, which needs its limits chosen.
 const EXPERIMENT_DEFAULTS = new Set(["hard", "easy", "medium", "random", "base_wrong", "learnable"]);
 
@@ -75,15 +80,18 @@ export async function renderPlanner(ctx, probeId) {
   const nPicked = h("div", { class: "stat-value", id: "n-picked", "data-testid": "n-picked" }, "–");
   const requested = h("div", { class: "stat-hint", id: "n-requested" });
   const share = h("div", { class: "stat-value", id: "predicted-share", "data-testid": "predicted-share" }, "–");
+  const shareInterval = h("div", { class: "stat-hint", id: "predicted-share-interval", "data-testid": "predicted-share-interval" });
+  const shareLabel = h("div", { class: "stat-label", id: "predicted-share-label" }, "predicted learnable share at step 0");
   const meanPass = h("div", { class: "stat-value", id: "mean-pass-rate" }, "–");
+  const meanPassLabel = h("div", { class: "stat-label", id: "mean-pass-rate-label" }, "mean pass rate");
   const warning = h("div", { class: "warning", id: "clamp-warning", "data-testid": "clamp-warning", role: "status", hidden: true });
+  const caveat = h("div", { class: "warning", id: "label-free-caveat", "data-testid": "label-free-caveat", role: "note", hidden: true });
   const updating = h("span", { class: "muted small", id: "preview-state" });
 
   const headline = h("div", { class: "headline" },
-    h("div", { class: "stat stat-hero" }, share, h("div", { class: "stat-label" }, "predicted learnable share"),
-      h("div", { class: "stat-hint" }, "mean of 1 − pᴳ − (1 − p)ᴳ: the chance a GRPO group gets mixed rewards")),
+    h("div", { class: "stat stat-hero", title: `Predicted learnable share ${SHARE_HINT}` }, share, shareLabel, shareInterval),
     h("div", { class: "stat" }, nPicked, h("div", { class: "stat-label" }, "prompts picked"), requested),
-    h("div", { class: "stat" }, meanPass, h("div", { class: "stat-label" }, "mean pass rate")));
+    h("div", { class: "stat" }, meanPass, meanPassLabel));
 
   const figure = h("div", { id: "selection-histogram", "data-testid": "selection-histogram", class: "plot" });
   const comparison = h("div", { id: "comparison-box" }, emptyState("Waiting for the first preview…"));
@@ -129,7 +137,7 @@ export async function renderPlanner(ctx, probeId) {
           h("div", { class: "stack" }, field("Subset name", subsetName), h("div", { class: "row" }, freezeButton)),
           frozen)),
       h("div", { class: "planner-main" },
-        card("Preview", { actions: updating }, headline, warning, figure),
+        card("Preview", { actions: updating }, headline, warning, caveat, figure),
         card("Strategies at this budget", { subtitle: "Same N for every strategy. Click a row to switch to it." }, comparison),
         card("Picked prompts", { id: "picked-card" }, picked))),
     launchCard,
@@ -162,26 +170,37 @@ export async function renderPlanner(ctx, probeId) {
   form.addEventListener("submit", (e) => { e.preventDefault(); schedule(); });
 
   function renderPreview(r) {
+    const agreement = r.difficulty_basis === "agreement";
     nPicked.textContent = fmt.int(r.n);
     requested.textContent = r.requested != null && r.requested !== r.n ? `${fmt.int(r.requested)} requested` : "";
     share.textContent = fmt.pct(r.predicted_learnable_share);
-    meanPass.textContent = fmt.num(r.mean_pass_rate);
+    shareLabel.textContent = agreement ? "no learnable-share forecast (label-free)" : "predicted learnable share at step 0";
+    shareInterval.textContent = agreement ? "needs pass rates: label the prompts"
+      : `95% interval ${fmt.pct(r.predicted_learnable_share_low)} – ${fmt.pct(r.predicted_learnable_share_high)}, before training`;
+    meanPass.textContent = fmt.num(agreement ? r.mean_agreement : r.mean_pass_rate);
+    meanPassLabel.textContent = agreement ? "mean agreement" : "mean pass rate";
     warning.hidden = !r.warning;
     warning.textContent = r.warning || "";
+    caveat.hidden = !r.caveat;
+    caveat.textContent = r.caveat || "";
     if (!subsetName.dataset.touched) subsetName.value = `${r.strategy || strategy.value}-${r.n}`;
     renderFigure(figure, r.figure);
-    renderComparison(r.comparison || [], r.strategy || strategy.value);
-    renderPicked(r.prompts || [], r.n);
+    renderComparison(r.comparison || [], r.strategy || strategy.value, agreement);
+    renderPicked(r.prompts || [], r.n, agreement);
   }
   subsetName.addEventListener("input", () => { subsetName.dataset.touched = "1"; });
 
-  function renderComparison(rows, current) {
+  function renderComparison(rows, current, agreement) {
     const best = Math.max(...rows.map((x) => x.predicted_learnable_share ?? -1));
+    const shareHead = agreement
+      ? h("th", { class: "num", title: "Label-free probe: agreement is not a success rate, so there is no forecast" }, "Learnable share")
+      : h("th", { class: "num", title: `Predicted learnable share ${SHARE_HINT} With its 95% interval.` }, "Learnable share at step 0");
     replace(comparison, h("div", { class: "table-scroll" }, h("table", { class: "table compare", id: "strategy-comparison", "data-testid": "strategy-comparison" },
       h("thead", null, h("tr", null,
         h("th", null, "Strategy"), h("th", { class: "num" }, "Picked"),
-        h("th", { class: "num", title: "Predicted learnable share: mean of 1 − pᴳ − (1 − p)ᴳ" }, "Learnable share"),
-        h("th", { class: "num" }, "Mean pass"), h("th", { class: "num" }, "Mean difficulty"),
+        shareHead,
+        h("th", { class: "num" }, agreement ? "Mean agreement" : "Mean pass"),
+        h("th", { class: "num", title: agreement ? "1 − agreement" : "1 − pass rate" }, "Mean difficulty"),
         h("th", { class: "num", title: "Share of this pick also picked by hard" }, "Overlap hard"))),
       h("tbody", null, rows.map((row) => {
         const tr = h("tr", { class: `clickable ${row.strategy === current ? "current" : ""}`.trim(), "data-strategy": row.strategy },
@@ -190,8 +209,10 @@ export async function renderPlanner(ctx, probeId) {
           h("td", { class: "num" },
             h("span", { class: "share-cell" },
               h("span", { class: "diff-track wide" }, h("span", { class: "diff-fill share", style: { width: `${Math.round((row.predicted_learnable_share || 0) * 100)}%` } })),
-              h("span", { class: row.predicted_learnable_share === best ? "strong" : "" }, fmt.pct(row.predicted_learnable_share)))),
-          h("td", { class: "num" }, fmt.num(row.mean_pass_rate)),
+              h("span", { class: row.predicted_learnable_share != null && row.predicted_learnable_share === best ? "strong" : "" }, fmt.pct(row.predicted_learnable_share)),
+              row.predicted_learnable_share != null && h("span", { class: "muted small nowrap share-interval" },
+                `${fmt.pct(row.predicted_learnable_share_low, 0)}–${fmt.pct(row.predicted_learnable_share_high, 0)}`))),
+          h("td", { class: "num" }, fmt.num(agreement ? row.mean_agreement : row.mean_pass_rate)),
           h("td", { class: "num" }, fmt.num(row.mean_difficulty)),
           h("td", { class: "num" }, fmt.pct(row.overlap_with_hard, 0)));
         tr.addEventListener("click", () => {
@@ -204,7 +225,7 @@ export async function renderPlanner(ctx, probeId) {
       })))));
   }
 
-  function renderPicked(prompts, n) {
+  function renderPicked(prompts, n, agreement) {
     const head = document.querySelector("#picked-card h2");
     if (head) head.textContent = prompts.length < n ? `Picked prompts (first ${prompts.length} of ${fmt.int(n)})` : `Picked prompts (${fmt.int(n)})`;
     if (!prompts.length) {
@@ -213,12 +234,12 @@ export async function renderPlanner(ctx, probeId) {
     }
     replace(picked, h("div", { class: "table-scroll" }, h("table", { class: "table prompts", id: "picked-prompts", "data-testid": "picked-prompts" },
       h("thead", null, h("tr", null, h("th", null, "ID"), h("th", null, "Prompt"), h("th", null, "Answer"),
-        h("th", { class: "num" }, "Pass rate"), h("th", { class: "num" }, "Difficulty"))),
+        h("th", { class: "num" }, agreement ? "Agreement" : "Pass rate"), h("th", { class: "num" }, "Difficulty"))),
       h("tbody", null, prompts.map((p) => h("tr", { "data-prompt-id": p.id },
         h("td", { class: "mono nowrap" }, p.external_id ?? p.id),
         h("td", { class: "prompt-cell" }, h("div", { class: "clamp" }, p.text)),
         h("td", { class: "answer-cell mono" }, p.answer ?? "–"),
-        h("td", { class: "num" }, fmt.num(p.pass_rate)),
+        h("td", { class: "num" }, fmt.num(agreement ? p.agreement : p.pass_rate)),
         h("td", { class: "num" }, difficultyBar(p.difficulty))))))));
   }
 
@@ -272,7 +293,9 @@ export async function renderPlanner(ctx, probeId) {
     replace(frozen, h("div", { class: "frozen" },
       h("div", { class: "frozen-head" }, badge("frozen", "ok"), h("span", { class: "strong", id: "frozen-name" }, subset.name), h("span", { class: "muted" }, ` · subset #${subset.id}`)),
       h("p", { class: "muted small" },
-        `${fmt.int(subset.n)} prompts · ${subset.strategy} · predicted learnable share ${fmt.pct(subset.predicted_learnable_share)} · mean pass rate ${fmt.num(subset.mean_pass_rate)}`),
+        subset.difficulty_basis === "agreement"
+          ? `${fmt.int(subset.n)} prompts · ${subset.strategy} · label-free: ranked by agreement, no learnable-share forecast`
+          : `${fmt.int(subset.n)} prompts · ${subset.strategy} · predicted learnable share at step 0 ${fmt.pct(subset.predicted_learnable_share)} · mean pass rate ${fmt.num(subset.mean_pass_rate)}`),
       exportButtons(subset, true),
       h("div", { class: "row train-row" }, trainButton(subset),
         h("span", { class: "muted small" }, "with the training settings under “Launch experiment”"))));
@@ -339,7 +362,8 @@ export async function renderPlanner(ctx, probeId) {
       replace(subsetList, subsets.length === 0 ? emptyState("No frozen subsets yet.")
         : h("div", { class: "table-scroll" }, h("table", { class: "table", id: "subset-table", "data-testid": "subset-table" },
           h("thead", null, h("tr", null, h("th", null, "#"), h("th", null, "Name"), h("th", null, "Strategy"), h("th", { class: "num" }, "N"),
-            h("th", null, "Budget"), h("th", { class: "num" }, "Predicted learnable"), h("th", null, "Created"), h("th", null, "Export"))),
+            h("th", null, "Budget"), h("th", { class: "num", title: `Predicted learnable share ${SHARE_HINT} None for label-free probes.` }, "Predicted learnable at step 0"),
+            h("th", null, "Created"), h("th", null, "Export"))),
           h("tbody", null, subsets.map((s) => h("tr", { "data-subset-id": s.id },
             h("td", { class: "muted" }, s.id),
             h("td", { class: "strong" }, s.name),
@@ -368,6 +392,15 @@ export async function renderPlanner(ctx, probeId) {
     replace(document.getElementById("planner-facts"),
       fact("Probe", `#${p.id}`), fact("Model", p.model), fact("Sampling", `k = ${p.k}, T = ${p.temperature}`),
       fact("Mode", p.label_free ? "label-free (agreement)" : "gold answers (pass rate)"));
+    if (p.label_free) {
+      // band and learnable need pass rates; the API refuses them on a label-free probe.
+      for (const option of strategy.options) {
+        if (!PASS_RATE_STRATEGIES.has(option.value)) continue;
+        option.disabled = true;
+        option.textContent = `${option.value} — needs pass rates: label the prompts`;
+      }
+      if (PASS_RATE_STRATEGIES.has(strategy.value)) { strategy.value = "hard"; syncVisibility(); }
+    }
     try {
       state.pool = await fetchPool(p.pool_id);
       const crumb = document.getElementById("crumb-pool");

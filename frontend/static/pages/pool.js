@@ -40,7 +40,9 @@ export async function renderPool(ctx, poolId) {
   const banner = h("div", { class: "banner", id: "label-free-banner", "data-testid": "label-free-banner", hidden: true },
     h("strong", null, "Label-free mode. "),
     "This pool has no gold answers, so difficulty is 1 − agreement: the share of the k sampled answers that differ from the most common one. ",
-    "Pass rates and base-wrong are not available.");
+    "Agreement is not a success rate: a prompt answered wrong the same way every time has agreement 1 and counts as easy. ",
+    "There are no pass rates, so the planner has no learnable-share forecast and no band or learnable strategy; ",
+    "label the prompts (upload the pool with answers) to get them.");
 
   const modelSelect = h("select", { id: "probe-model", name: "model", required: true }, h("option", { value: "" }, "Loading models…"));
   const modelHint = h("span", { class: "field-hint", id: "probe-model-hint" });
@@ -67,6 +69,7 @@ export async function renderPool(ctx, poolId) {
   const summary = h("div", { id: "difficulty-summary", class: "stats" });
   const difficultyCard = card("Difficulty", { id: "difficulty-card", actions: planLink, subtitle: "How often the model solves each prompt across its k samples." },
     summary, histogram);
+  const difficultySubtitle = difficultyCard.querySelector(".card-sub");
   difficultyCard.hidden = true;
 
   const tableBox = h("div", { id: "prompt-table-box" }, emptyState("Loading prompts…"));
@@ -305,6 +308,9 @@ export async function renderPool(ctx, poolId) {
       const labelFree = result.label_free || result.metric === "agreement";
       const name = labelFree ? "agreement" : "pass rate";
       const sym = labelFree ? "a" : "p";
+      difficultySubtitle.textContent = labelFree
+        ? "How often the model's k answers to each prompt agree (label-free: agreement, not whether they are right)."
+        : "How often the model solves each prompt across its k samples.";
       replace(summary,
         stat(`mean ${name}`, fmt.num(s.mean), { id: "summary-mean", big: true }),
         stat(`${sym} = 0 ${labelFree ? "" : "(never solved)"}`.trim(), fmt.pct(s.share_at_0), { id: "summary-at-0" }),
@@ -348,7 +354,7 @@ export async function renderPool(ctx, poolId) {
     const diffHeader = h("th", { class: "num sortable", id: "sort-difficulty", "data-testid": "sort-difficulty", "aria-sort": arrow ? (arrow.includes("↓") ? "descending" : "ascending") : "none" },
       h("button", {
         type: "button", class: "th-button", disabled: !scored,
-        title: scored ? "Sort by difficulty (click to flip)" : "Probe the pool first",
+        title: scored ? `Sort by difficulty, 1 − ${labelFree ? "agreement" : "pass rate"} (click to flip)` : "Probe the pool first",
         onclick: () => setOrder(state.order === "-difficulty" ? "difficulty" : "-difficulty"),
       }, `Difficulty${arrow}`));
     const posHeader = h("th", { class: "num sortable" },
