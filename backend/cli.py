@@ -177,20 +177,36 @@ def demo(held_out: bool = typer.Option(False, help="Create the 60-problem held-o
 def probe(
     pool_id: int,
     model: str = typer.Option(DEFAULT_MODEL, help="Model name (budgetlab models) or checkpoint directory."),
-    k: int = typer.Option(8, help="Samples per prompt."),
-    temperature: float = typer.Option(1.0),
-    max_new_tokens: int = typer.Option(256),
+    k: int | None = typer.Option(None, help="Samples per prompt (default 8; 10 with --preset paper)."),
+    temperature: float | None = typer.Option(None, help="Sampling temperature (default 1.0)."),
+    max_new_tokens: int | None = typer.Option(None, help="New tokens per sample (default 256; 250 with the paper "
+                                                          "preset)."),
     template: str | None = typer.Option(None, help="Prompt template containing {prompt}."),
+    chat_template_options: str | None = typer.Option(
+        None, help='JSON object passed to the chat template, e.g. \'{"enable_thinking": false}\' for Qwen3.'),
+    grading_policy: str | None = typer.Option(
+        None, help="strict (last \\boxed{} only, exact: the paper) or lenient (default lenient; strict with "
+                   "--preset paper)."),
+    preset: str | None = typer.Option(None, help="paper: k 10, temperature 1.0, 250 tokens, strict grading."),
     seed: int = typer.Option(0),
     local: bool = typer.Option(False, help="Run in this process instead of sending it to a worker."),
 ) -> None:
     """Probe a pool: k samples per prompt, graded, scored. Shows a progress bar until it ends."""
+    from pydantic import ValidationError
+
     from backend.probes.schemas import ProbeCreate
     from backend.probes.service import create_probe, shard_indexes
+    from worker.prompting import check_chat_template_options
 
     _prepare()
-    body = ProbeCreate(pool_id=pool_id, model=model, k=k, temperature=temperature,
-                       max_new_tokens=max_new_tokens, template=template, seed=seed)
+    given = {name: value for name, value in {"k": k, "temperature": temperature, "max_new_tokens": max_new_tokens,
+                                             "grading_policy": grading_policy, "preset": preset}.items()
+             if value is not None}
+    try:
+        body = ProbeCreate(pool_id=pool_id, model=model, template=template, seed=seed, **given,
+                           chat_template_options=check_chat_template_options(chat_template_options))
+    except (ValueError, ValidationError) as exc:  # pydantic's errors name the option and the allowed values
+        _fail(f"Error: {exc}")
     with _session() as session:
         created = create_probe(session, body, get_settings().probe_shard_size)
         probe_id, job_id = created.id, created.job_id
@@ -371,6 +387,8 @@ _TRAINING_OPTIONS = dict(
     preset=typer.Option("quick_cpu", help="Training preset: quick_cpu or paper."),
     set_=typer.Option([], "--set", help="Override a training setting: --set max_steps=20 (repeatable)."),
     local=typer.Option(False, help="Train in this process instead of sending the runs to a worker."),
+    allow_other_model=typer.Option(False, help="Train the model named by --set model=... although the probe used "
+                                               "another (its difficulty forecast then does not apply)."),
 )
 
 
@@ -405,13 +423,15 @@ def train(
     preset: str = _TRAINING_OPTIONS["preset"],
     set_: list[str] = _TRAINING_OPTIONS["set_"],
     local: bool = _TRAINING_OPTIONS["local"],
+    allow_other_model: bool = _TRAINING_OPTIONS["allow_other_model"],
 ) -> None:
-    """Train a LoRA adapter with GRPO on a frozen subset and follow it to the end."""
+    """Train a LoRA adapter with GRPO on a frozen subset (the probe's model) and follow it to the end."""
     from backend.runs.service import create_run
 
     _prepare()
     with _session() as session:
-        run = create_run(session, subset_id, _settings_overrides(set_), preset=preset)
+        run = create_run(session, subset_id, _settings_overrides(set_), preset=preset,
+                         allow_other_model=allow_other_model)
         run_id = run.id
         typer.echo(f"Run {run_id} (job {run.job_id}) on subset {subset_id}.")
         [job] = _launch_and_watch(session, [run], local)
@@ -434,6 +454,7 @@ def experiment(
     preset: str = _TRAINING_OPTIONS["preset"],
     set_: list[str] = _TRAINING_OPTIONS["set_"],
     local: bool = _TRAINING_OPTIONS["local"],
+    allow_other_model: bool = _TRAINING_OPTIONS["allow_other_model"],
 ) -> None:
     """One subset and one GRPO run per strategy at the same budget; waits for them, then prints the comparison."""
     from backend.experiments.schemas import ExperimentCreate
@@ -443,7 +464,7 @@ def experiment(
     budget = _selection_body(probe_id, "hard", count, fraction, money, cost_per_prompt, 8, 0.1, 0.9, 0)["budget"]
     body = ExperimentCreate(probe_id=probe_id, budget=budget, name=name, preset=preset,
                             strategies=[s.strip() for s in strategies.split(",") if s.strip()],
-                            settings=_settings_overrides(set_))
+                            settings=_settings_overrides(set_), allow_other_model=allow_other_model)
     with _session() as session:
         created, runs = create_experiment(session, body)
         experiment_id = created.id

@@ -42,3 +42,10 @@ def test_train_a_subset_and_bad_input(service_env, service_tiny_model):
     assert typo.exit_code == 1 and "write key=value" in typo.output
     unknown = CliRunner().invoke(app, ["compare", "999999"])
     assert unknown.exit_code == 1 and "999999" in unknown.output
+
+
+def test_train_refuses_another_model_than_the_probes_unless_allowed(service_env):
+    subset_id = make_subset(4)  # probed with the tiny model
+    refused = CliRunner().invoke(app, ["train", str(subset_id), "--set", "model=SmolLM2-135M-Instruct"])
+    assert refused.exit_code == 1
+    assert "Leave model out to train 'tiny-random-SmolLM2'" in refused.output and "allow_other_model" in refused.output

@@ -201,3 +201,15 @@ def test_bad_options_and_policy_are_422_in_words(client, body, words):
     response = client.post("/api/probes", json={"pool_id": pool_id, **body})
     assert response.status_code == 422, response.text
     assert words in response.text
+
+
+def test_probe_cli_refuses_bad_options_in_words(service_env):
+    from typer.testing import CliRunner
+
+    from backend.cli import app
+
+    pool_id = str(make_probed_pool(3).pool_id)
+    bad = CliRunner().invoke(app, ["probe", pool_id, "--chat-template-options", '{"enable thinking": false}'])
+    assert bad.exit_code == 1 and "key 'enable thinking' is not an identifier" in bad.output
+    policy = CliRunner().invoke(app, ["probe", pool_id, "--grading-policy", "loose"])
+    assert policy.exit_code == 1 and "'strict' or 'lenient'" in policy.output
