@@ -57,6 +57,9 @@ def learnable_chance(p: np.ndarray, group_size: int) -> np.ndarray:
     return np.maximum(chance, 0.0, out=chance)
 
 
+_Z95 = 1.959963984540054  # two-sided 95% normal quantile
+
+
 @dataclass(frozen=True)
 class ShareForecast:
     """Predicted learnable share of a subset at step 0 (the probed model, before training moves p),
@@ -79,9 +82,6 @@ def share_forecast(chance_mean: np.ndarray, chance_variance: np.ndarray) -> Shar
     share = float(chance_mean.mean())
     half_width = _Z95 * float(np.sqrt(chance_variance.sum())) / chance_mean.size
     return ShareForecast(share, max(0.0, share - half_width), min(1.0, share + half_width))
-
-
-_Z95 = 1.959963984540054
 
 
 def subset_chances(selector: Selector, group_size: int) -> tuple[np.ndarray, np.ndarray]:
