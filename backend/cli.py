@@ -6,7 +6,6 @@ jobs go to the configured broker, or run in this process with --local.
 
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -67,10 +66,12 @@ def _prepare() -> None:
     """Migrate and make sure an admin can sign in; a generated token is printed this once."""
     from backend.auth.service import ensure_admin_token
     from backend.migrate import upgrade_head
+    from worker.celery_app import declare_queues
 
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     upgrade_head()
+    declare_queues()  # before any API or worker process publishes to or consumes from them
     with _session() as session:
         token = ensure_admin_token(session, settings.admin_token)
     if token:
@@ -85,24 +86,27 @@ def serve(
     """Start the API and web UI (and a local worker) on BUDGETLAB_HOST:BUDGETLAB_PORT."""
     import uvicorn
 
+    from backend.local_worker import LocalWorker
+
     settings = get_settings()
     _prepare()
-    worker_proc = None
+    local_worker = None
     # uvicorn re-raises SIGTERM after its graceful shutdown; turn it into an exit so the
     # `finally` below still stops the worker instead of orphaning it.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     if worker:
         # One process, one task at a time: the embedded default runs on one CPU model instance.
-        worker_proc = subprocess.Popen([sys.executable, *WORKER_ARGS, "--pool=solo"])
+        local_worker = LocalWorker([*WORKER_ARGS, "--pool=solo"],
+                                   log=lambda message: typer.secho(message, fg=typer.colors.YELLOW, err=True))
+        local_worker.start()
     typer.echo(f"Budgetlab on http://{settings.host}:{settings.port}  (database: "
                f"{'SQLite ' + str(settings.data_dir) if settings.is_sqlite else 'DATABASE_URL'})")
     try:
         uvicorn.run("backend.app:create_app", factory=True, host=settings.host, port=settings.port,
                     reload=reload, log_level="info")
     finally:
-        if worker_proc is not None:
-            worker_proc.send_signal(signal.SIGTERM)
-            worker_proc.wait(timeout=60)
+        if local_worker is not None:
+            local_worker.stop()
 
 
 @app.command("worker")

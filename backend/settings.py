@@ -54,6 +54,10 @@ class Settings(BaseSettings):
         30, gt=0, validation_alias="BUDGETLAB_HEARTBEAT_SECONDS",
         description="How often a training worker writes its job's heartbeat.",
     )
+    worker_beat_seconds: float = Field(
+        10, gt=0, validation_alias="BUDGETLAB_WORKER_BEAT_SECONDS",
+        description="How often a worker process says it is alive; silent for 3 beats counts as gone.",
+    )
     worker_lost_seconds: float = Field(
         600, gt=0, validation_alias="BUDGETLAB_WORKER_LOST_SECONDS",
         description="A running training job without a heartbeat for this long failed: its worker was lost.",

@@ -9,11 +9,13 @@ from backend.pools.tables import Pool, Prompt
 from backend.probes.tables import Probe, ProbeShard, PromptScore, Sample
 from backend.runs.tables import Run, RunMetric
 from backend.subsets.tables import Subset, SubsetMember
+from backend.workers.tables import WorkerBeat
 
 metadata = SQLModel.metadata
 
 __all__ = ["ApiToken", "Experiment", "Job", "JobEvent", "Pool", "Prompt", "Probe", "ProbeShard", "PromptScore", "Run",
-           "RunMetric", "Sample", "Subset", "SubsetMember", "metadata"]
+           "RunMetric", "Sample", "Subset", "SubsetMember", "WorkerBeat",
+           "metadata"]
 
 # Ids are never reused: on SQLite a table without AUTOINCREMENT hands a deleted row's id to the
 # next insert, and caches, exports and bookmarks that name an id would then point at a new row.

@@ -2,6 +2,7 @@
 CELERY_BROKER_URL — SQLite database, SQLite broker and a local worker under BUDGETLAB_DATA_DIR."""
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -113,3 +114,104 @@ def test_serve_on_sqlite_runs_the_whole_flow(tmp_path):
                            capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
     assert "Admin token" not in again.stdout and "Created demo pool 3" in again.stdout
+
+
+# --- the local worker: race-free start, supervised (issue 7 §1) ------------------------------------------
+
+TINY_POOL = b'{"prompt": "What is 2 + 3?", "answer": "5"}\n{"prompt": "What is 4 + 4?", "answer": "8"}\n'
+
+
+class Serve:
+    """`budgetlab serve` on a fresh embedded data directory, with a known admin token."""
+
+    def __init__(self, tmp_path, name: str, artifacts):
+        self.port = _free_port()
+        self.log_path = tmp_path / f"{name}.log"
+        env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "CELERY_BROKER_URL")}
+        env.update(BUDGETLAB_DATA_DIR=str(tmp_path / name), BUDGETLAB_PORT=str(self.port),
+                   BUDGETLAB_ADMIN_TOKEN="embedded-" + name, BUDGETLAB_ARTIFACT_DIR=str(artifacts),
+                   BUDGETLAB_WORKER_BEAT_SECONDS="1")
+        self.proc = subprocess.Popen([sys.executable, "-m", "backend.cli", "serve"], cwd=ROOT, env=env,
+                                     stdout=open(self.log_path, "w"), stderr=subprocess.STDOUT)
+        self.client = httpx.Client(base_url=f"http://127.0.0.1:{self.port}", timeout=60,
+                                   headers={"Authorization": f"Bearer embedded-{name}"})
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def wait_until_answering(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log()
+            try:
+                if self.client.get("/api/health").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"serve did not answer in {timeout}s:\n{self.log()}")
+
+    def probe_tiny_pool(self) -> dict:
+        pool = self.client.post("/api/pools", files={"file": ("tiny.jsonl", TINY_POOL)})
+        assert pool.status_code == 201, pool.text
+        probe = self.client.post("/api/probes", json={"pool_id": pool.json()["id"], "model": "tiny-random-SmolLM2",
+                                                      "k": 2, "max_new_tokens": 2})
+        assert probe.status_code == 202, probe.text
+        return probe.json()
+
+    def wait_for_job(self, job_id: int, timeout: float = 300) -> dict:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            job = self.client.get(f"/api/jobs/{job_id}").json()
+            if job["status"] in ("succeeded", "failed", "cancelled"):
+                return job
+            time.sleep(0.2)
+        raise AssertionError(f"job {job_id} still {job['status']} after {timeout}s:\n{self.log()[-4000:]}")
+
+    def worker_pids(self) -> list[int]:
+        out = subprocess.run(["pgrep", "-P", str(self.proc.pid)], capture_output=True, text=True, check=False)
+        return [int(pid) for pid in out.stdout.split()]
+
+    def stop(self) -> None:
+        self.client.close()
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
+def test_a_killed_local_worker_is_restarted_and_a_later_probe_finishes(tmp_path):
+    serve = Serve(tmp_path, "killed", tmp_path / "artifacts")
+    try:
+        serve.wait_until_answering()
+        deadline = time.monotonic() + 60
+        while serve.client.get("/api/health").json()["workers"]["alive"] < 1:
+            assert time.monotonic() < deadline, serve.log()
+            time.sleep(0.2)
+        [first] = serve.worker_pids()
+        os.kill(first, signal.SIGKILL)
+
+        job = serve.wait_for_job(serve.probe_tiny_pool()["job_id"])
+        assert job["status"] == "succeeded", (job, serve.log()[-4000:])
+        assert f"The local worker (pid {first}) killed by SIGKILL; restarting it" in serve.log()
+        assert serve.worker_pids() and first not in serve.worker_pids()
+    finally:
+        serve.stop()
+
+
+STARTS = 20
+
+
+def test_start_and_probe_at_once_stays_green(tmp_path):
+    """The probe is published the moment the API answers, while the worker is still declaring its
+    queues on the same fresh SQLite broker: the race that used to kill the worker at start."""
+    for start in range(STARTS):
+        serve = Serve(tmp_path, f"start{start}", tmp_path / "artifacts")
+        try:
+            serve.wait_until_answering()
+            job = serve.wait_for_job(serve.probe_tiny_pool()["job_id"])
+            assert job["status"] == "succeeded", (start, job, serve.log()[-4000:])
+            assert "Unrecoverable error" not in serve.log() and "restarting it" not in serve.log(), serve.log()
+        finally:
+            serve.stop()

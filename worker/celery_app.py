@@ -37,3 +37,38 @@ def get_celery() -> Celery:
 def enqueue(task_name: str, *args: int) -> None:
     """Send a task by name with ids only; the caller has already committed the rows it refers to."""
     get_celery().send_task(task_name, args=list(args))
+
+
+def _is_sqlite_broker() -> bool:
+    return get_celery().conf.broker_url.startswith("sqla+")
+
+
+def declare_queues() -> None:
+    """Create the broker's queues before any API or worker process uses them. On the SQLite broker,
+    kombu creates a queue row on first use, and an API publishing while a worker declares the same
+    queue raced into `UNIQUE constraint failed: kombu_queue.name`, which killed the worker at start.
+    Declared here once, both only ever find the row. (Redis needs nothing: its queues are keys.)"""
+    if not _is_sqlite_broker():
+        return
+    from kombu import Queue
+    from sqlalchemy.exc import IntegrityError, OperationalError
+
+    for attempt in range(5):
+        try:
+            with get_celery().connection_for_write() as connection:
+                for name in QUEUES:
+                    Queue(name, routing_key=name).bind(connection.default_channel).declare()
+            return
+        except (IntegrityError, OperationalError):  # another process declared it at the same moment
+            if attempt == 4:
+                raise
+
+
+def queue_depths() -> dict[str, int]:
+    """Messages waiting in each queue (not counting those a worker holds). Raises when the broker
+    cannot be reached within a few seconds."""
+    with get_celery().connection_for_read() as connection:
+        connection.ensure_connection(max_retries=1, timeout=3)
+        channel = connection.default_channel
+        # kombu's virtual transports (Redis, SQLAlchemy) count a queue's pending messages this way.
+        return {name: int(channel._size(name)) for name in QUEUES}

@@ -9,6 +9,7 @@ import { renderPlanner } from "./pages/planner.js";
 import { renderExperiments } from "./pages/experiments.js";
 import { renderExperiment } from "./pages/experiment.js";
 import { renderRun } from "./pages/run.js";
+import { watchWorkers } from "./worker_banner.js";
 
 const routes = [
   { pattern: /^#\/signin$/, nav: null, render: renderSignin, public: true },
@@ -118,4 +119,5 @@ document.getElementById("error-close").addEventListener("click", clearError);
 
 window.addEventListener("hashchange", route);
 restoreContextNav();
+watchWorkers();
 route();
