@@ -192,9 +192,9 @@ export async function renderPlanner(ctx, probeId) {
 
   function renderComparison(rows, current, agreement) {
     const best = Math.max(...rows.map((x) => x.predicted_learnable_share ?? -1));
-    const shareHead = agreement
-      ? h("th", { class: "num", title: "Label-free probe: agreement is not a success rate, so there is no forecast" }, "Learnable share")
-      : h("th", { class: "num", title: `Predicted learnable share ${SHARE_HINT} With its 95% interval.` }, "Learnable share at step 0");
+    // Label-free: no forecast column at all (agreement is not a success rate).
+    const shareHead = !agreement
+      && h("th", { class: "num", title: `Predicted learnable share ${SHARE_HINT} With its 95% interval.` }, "Learnable share at step 0");
     replace(comparison, h("div", { class: "table-scroll" }, h("table", { class: "table compare", id: "strategy-comparison", "data-testid": "strategy-comparison" },
       h("thead", null, h("tr", null,
         h("th", null, "Strategy"), h("th", { class: "num" }, "Picked"),
@@ -206,7 +206,7 @@ export async function renderPlanner(ctx, probeId) {
         const tr = h("tr", { class: `clickable ${row.strategy === current ? "current" : ""}`.trim(), "data-strategy": row.strategy },
           h("td", { class: "nowrap" }, h("span", { class: "strong" }, row.strategy), row.strategy === current && badge("selected", "info")),
           h("td", { class: "num" }, fmt.int(row.n_picked)),
-          h("td", { class: "num" },
+          !agreement && h("td", { class: "num" },
             h("span", { class: "share-cell" },
               h("span", { class: "diff-track wide" }, h("span", { class: "diff-fill share", style: { width: `${Math.round((row.predicted_learnable_share || 0) * 100)}%` } })),
               h("span", { class: row.predicted_learnable_share != null && row.predicted_learnable_share === best ? "strong" : "" }, fmt.pct(row.predicted_learnable_share)),
@@ -306,7 +306,7 @@ export async function renderPlanner(ctx, probeId) {
     button.addEventListener("click", async () => {
       button.disabled = true;
       try {
-        const run = await api("/api/runs", { method: "POST", json: { subset_id: subset.id, preset: training.preset(), settings: training.settings() } });
+        const run = await api("/api/runs", { method: "POST", json: { subset_id: subset.id, ...training.request() } });
         notify(`Run #${run.id} queued.`);
         location.hash = `#/runs/${run.id}`;
       } catch (err) {
@@ -328,7 +328,7 @@ export async function renderPlanner(ctx, probeId) {
     const b = body();
     const json = {
       probe_id: b.probe_id, budget: b.budget, strategies, name: experimentName.value.trim() || null,
-      preset: training.preset(), settings: training.settings(), band_low: b.band_low, band_high: b.band_high,
+      ...training.request(), band_low: b.band_low, band_high: b.band_high,
     };
     launchButton.disabled = true;
     try {
@@ -389,9 +389,11 @@ export async function renderPlanner(ctx, probeId) {
   if (!ctx.alive) return;
   if (state.probe) {
     const p = state.probe;
+    training.setProbe(p);  // runs train the probe's model unless another is picked and confirmed
     replace(document.getElementById("planner-facts"),
       fact("Probe", `#${p.id}`), fact("Model", p.model), fact("Sampling", `k = ${p.k}, T = ${p.temperature}`),
-      fact("Mode", p.label_free ? "label-free (agreement)" : "gold answers (pass rate)"));
+      fact("Mode", p.label_free ? "label-free (agreement)" : "gold answers (pass rate)"),
+      fact("Grading", p.grading_policy));
     if (p.label_free) {
       // band and learnable need pass rates; the API refuses them on a label-free probe.
       for (const option of strategy.options) {
