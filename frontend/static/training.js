@@ -1,6 +1,8 @@
 // Training settings shared by the planner's "Launch experiment" and "Train on this subset":
 // preset, steps, model, evaluation pool, OOD pools and (folded) the GRPO / LoRA settings. The fields
 // shown are sent as overrides of the preset (GET /api/training/presets); the server checks them all.
+// The model is the probe's (its difficulty scores chose the subset): another one is sent only when
+// picked and confirmed, with allow_other_model, because the forecast then no longer applies.
 import { api } from "./api.js";
 import { h, replace } from "./dom.js";
 import { field, reportError } from "./ui.js";
@@ -25,7 +27,7 @@ const ADVANCED = [
 const evalEveryFor = (steps) => String(Math.max(1, Math.round(Number(steps || 0) / 5)));
 
 export function trainingForm(ctx) {
-  const state = { presets: {}, defaults: {}, touched: new Set() };
+  const state = { presets: {}, defaults: {}, touched: new Set(), probeModel: null };
 
   const preset = h("select", { id: "training-preset", "data-testid": "training-preset", name: "preset" },
     PRESET_NAMES.map((name) => h("option", { value: name }, name)));
@@ -36,6 +38,10 @@ export function trainingForm(ctx) {
   const evalSamples = h("input", { type: "number", id: "eval-samples", "data-testid": "eval-samples", name: "eval_samples", value: "100", min: "1", step: "1" });
   const oodPools = h("select", { id: "ood-pools", "data-testid": "ood-pools", name: "ood_pool_ids", multiple: true, size: "3" });
   const presetHint = h("span", { class: "field-hint", id: "training-preset-hint" });
+  const modelHint = h("span", { class: "field-hint", id: "training-model-hint" });
+  const otherModel = h("input", { type: "checkbox", id: "training-other-model", "data-testid": "training-other-model" });
+  const otherModelText = h("span", null);
+  const otherModelRow = h("label", { class: "check warning", id: "training-other-model-row", hidden: true }, otherModel, otherModelText);
   const advanced = new Map(ADVANCED.map(([key, , step]) => [key, h("input", {
     type: "number", id: `training-${key.replaceAll("_", "-")}`, "data-testid": `training-${key}`, name: key, step,
   })]));
@@ -60,9 +66,25 @@ export function trainingForm(ctx) {
     set(steps, p.max_steps);
     set(evalSamples, p.eval_samples);
     for (const [key, input] of advanced) set(input, p[key]);
-    if (p.model && [...model.options].some((o) => o.value === p.model)) set(model, p.model);
+    syncModel();
     syncEvalEvery(force);
   }
+
+  // The probe's model unless the user picked another; picking another asks for a confirmation.
+  function syncModel() {
+    const probeModel = state.probeModel;
+    if (probeModel && !state.touched.has(model.id) && [...model.options].some((o) => o.value === probeModel)) {
+      model.value = probeModel;
+    }
+    const other = Boolean(probeModel && model.value && model.value !== probeModel);
+    modelHint.textContent = probeModel ? (other ? `The probe used ${probeModel}` : "The model the probe measured") : "";
+    otherModelRow.hidden = !other;
+    if (!other) otherModel.checked = false;
+    otherModelText.textContent = other
+      ? ` Train ${model.value} instead of ${probeModel}: difficulty was measured on ${probeModel}, so the forecast will not apply`
+      : "";
+  }
+  model.addEventListener("change", syncModel);
 
   function syncEvalEvery(force) {
     const evaluating = evalPool.value !== NONE;
@@ -96,8 +118,13 @@ export function trainingForm(ctx) {
   async function loadModels() {
     const models = await api("/api/models");
     const chosen = model.value;
-    replace(model, models.map((m) => h("option", { value: m.name, title: m.description }, m.name)));
+    if (state.probeModel && !models.some((m) => m.name === state.probeModel)) {
+      models.unshift({ name: state.probeModel, description: "the probe's model (a checkpoint directory)" });
+    }
+    replace(model, models.map((m) => h("option", { value: m.name, title: m.description },
+      m.name === state.probeModel ? `${m.name} (the probe's)` : m.name)));
     if (chosen) model.value = chosen;
+    syncModel();
   }
 
   async function loadPools() {
@@ -116,7 +143,8 @@ export function trainingForm(ctx) {
     h("div", { class: "grid grid-3" },
       field("Preset", preset, { hint: presetHint }),
       field("Max steps", steps, { hint: "Optimizer steps per run" }),
-      field("Model", model)),
+      field("Model", model, { hint: modelHint })),
+    otherModelRow,
     h("div", { class: "grid grid-4" },
       field("Evaluation pool", evalPool, { hint: "Accuracy on held-out prompts; step 0 is the base model" }),
       field("Evaluate every", evalEvery, { hint: "steps (0: only at the start and the end)" }),
@@ -138,11 +166,30 @@ export function trainingForm(ctx) {
     };
     if (evalId !== null) out.eval_samples = Number(evalSamples.value);
     for (const [key, input] of advanced) if (input.value !== "") out[key] = Number(input.value);
-    if (model.value) out.model = model.value;
+    if (model.value && model.value !== state.probeModel) out.model = model.value;
     return out;
   }
 
-  return { element, settings, preset: () => preset.value };
+  // The request fields for POST /api/runs and /api/experiments (besides the subset or probe).
+  function request() {
+    const body = { preset: preset.value, settings: settings() };
+    if (body.settings.model) body.allow_other_model = otherModel.checked;
+    return body;
+  }
+
+  // The probe whose subsets are trained: its model becomes the default.
+  function setProbe(probe) {
+    state.probeModel = probe ? probe.model : null;
+    if (state.probeModel && ![...model.options].some((o) => o.value === state.probeModel)) {
+      model.prepend(h("option", { value: state.probeModel }, `${state.probeModel} (the probe's)`));
+    } else {
+      const option = [...model.options].find((o) => o.value === state.probeModel);
+      if (option) option.textContent = `${state.probeModel} (the probe's)`;
+    }
+    syncModel();
+  }
+
+  return { element, settings, request, setProbe, preset: () => preset.value };
 }
 
 function poolLabel(pool) {

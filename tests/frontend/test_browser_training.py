@@ -66,11 +66,15 @@ def test_bad_setting_shows_the_error_and_a_single_run_can_be_cancelled(page: Pag
     probe = probe_pool(page, pool, k=2, max_new_tokens=8)
     open_planner(page, probe)
 
-    # The preset fills the steps and the model; without a held-out pool nothing is evaluated.
+    # The preset fills the steps, the model is the probe's (another one asks for a confirmation: the
+    # forecast would not apply); without a held-out pool nothing is evaluated.
     presets = api_get(page, server, "/api/training/presets")["presets"]
     expect(page.locator("#training-preset")).to_have_value("quick_cpu")
     expect(page.locator("#training-steps")).to_have_value(str(presets["quick_cpu"]["max_steps"]))
-    expect(page.locator("#training-model")).to_have_value(presets["quick_cpu"]["model"])
+    expect(page.locator("#training-model")).to_have_value(probe["model"])
+    expect(page.locator("#training-other-model-row")).to_be_hidden()
+    page.select_option("#training-model", "SmolLM2-135M-Instruct")
+    expect(page.locator("#training-other-model-row")).to_contain_text("the forecast will not apply")
     page.select_option("#training-preset", "paper")
     expect(page.locator("#training-steps")).to_have_value(str(presets["paper"]["max_steps"]))
     page.select_option("#training-preset", "quick_cpu")
@@ -164,7 +168,7 @@ def test_experiment_from_the_planner_to_the_comparison(page: Page, server: str, 
     assert sent["probe_id"] == probe["id"] and sent["strategies"] == list(STRATEGIES)
     assert sent["budget"] == {"kind": "count", "value": 8, "cost_per_prompt": None}
     assert sent["preset"] == "quick_cpu"
-    assert sent["settings"] == {"max_steps": 2, "model": TINY_MODEL, "eval_pool_id": held_out["id"], "eval_every": 1,
+    assert sent["settings"] == {"max_steps": 2, "eval_pool_id": held_out["id"], "eval_every": 1,  # the probe's model
                                 "eval_samples": 10, "ood_pool_ids": [], "num_generations": 2, "batch_size": 4,
                                 "max_completion_length": 8, "learning_rate": 1e-4, "lora_rank": 8, "lora_alpha": 16,
                                 "temperature": 1, "beta": 0, "seed": 0}

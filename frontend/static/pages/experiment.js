@@ -12,6 +12,7 @@ export async function renderExperiment(ctx, experimentId) {
   // ---------- skeleton ----------
   const title = h("h1", { id: "experiment-name" }, `Experiment #${experimentId}`);
   const facts = h("div", { class: "facts", id: "experiment-facts" });
+  const caveat = h("div", { class: "warning", id: "experiment-forecast-caveat", "data-testid": "experiment-forecast-caveat", hidden: true });
   const status = h("span", { id: "experiment-status", "data-testid": "experiment-status", "data-status": "" });
   const cancel = h("button", { type: "button", id: "experiment-cancel", "data-testid": "experiment-cancel", class: "btn btn-ghost btn-small btn-danger", hidden: true }, "Cancel all runs");
   const runsBox = h("div", { id: "experiment-runs-box" }, emptyState("Loading runs…"));
@@ -27,7 +28,7 @@ export async function renderExperiment(ctx, experimentId) {
     h("div", { class: "page-head" },
       h("p", { class: "crumbs" }, h("a", { href: "#/experiments" }, "Experiments"), " / ", h("span", null, `#${experimentId}`)),
       h("div", { class: "title-row" }, title, status),
-      facts),
+      facts, caveat),
     card("Runs", { id: "experiment-runs-card", actions: cancel, subtitle: "One GRPO run per strategy, on subsets of the same size." }, runsBox),
     card("Comparison", { id: "compare-card", subtitle: "Does the share of steps with mixed rewards explain the accuracy gain?" },
       h("div", { class: "chart-grid" }, plots.eval_accuracy, plots.learnable_share),
@@ -63,8 +64,15 @@ export async function renderExperiment(ctx, experimentId) {
       fact("Budget", budgetText(x.budget)),
       fact("Prompts per run", fmt.int(x.n)),
       fact("Model", (x.settings && x.settings.model) || "–"),
+      fact("Grading", (x.settings && x.settings.grading_policy) || "–"),
       fact("Steps", (x.settings && x.settings.max_steps) ?? "–"),
       fact("Created", fmt.date(x.created_at)));
+    // The predicted learnable share comes from the probe: it holds for the probe's model and grading only.
+    caveat.hidden = x.forecast_applies !== false;
+    replace(caveat, x.forecast_applies === false
+      ? [h("strong", null, "The difficulty forecast (predicted learnable share) does not apply: "),
+        `these runs ${(x.forecast_caveats || []).join("; ")}.`]
+      : null);
     replace(runsBox, runs.length === 0 ? emptyState("This experiment has no runs.")
       : h("div", { class: "table-scroll" }, h("table", { class: "table", id: "experiment-runs", "data-testid": "experiment-runs" },
         h("thead", null, h("tr", null, h("th", null, "Run"), h("th", null, "Strategy"), h("th", null, "Subset"),

@@ -58,6 +58,15 @@ export async function renderPool(ctx, poolId) {
       id: "probe-template", name: "template", rows: "4", spellcheck: "false",
       placeholder: "Empty: the model's chat template, asking for the answer in \\boxed{}.\nOtherwise {prompt} marks where each prompt goes, e.g.\nQuestion: {prompt}\nAnswer in \\boxed{}.",
     })),
+    h("div", { class: "grid grid-2" },
+      field("Grading", h("select", { id: "probe-grading-policy", name: "grading_policy" },
+        h("option", { value: "lenient" }, "lenient: also unboxed final answers"),
+        h("option", { value: "strict" }, "strict: last \\boxed{} only, exact (the paper)")),
+        { hint: "Training rewards and evaluation on this probe's subsets grade the same way" }),
+      field("Chat-template options (optional JSON)", h("input", {
+        type: "text", id: "probe-chat-template-options", name: "chat_template_options", spellcheck: "false",
+        placeholder: '{"enable_thinking": false}',
+      }), { hint: "Passed to the chat template in probing, training and evaluation (e.g. Qwen3 thinking off)" })),
     h("div", { class: "row" }, submitButton));
 
   const probeSelect = h("select", { id: "probe-select", "data-testid": "probe-select" });
@@ -229,7 +238,9 @@ export async function renderPool(ctx, poolId) {
       h("dl", { class: "kv" },
         h("dt", null, "Model"), h("dd", null, probe.model),
         h("dt", null, "Sampling"), h("dd", null, `k = ${probe.k}, temperature ${probe.temperature}, ≤ ${probe.max_new_tokens} new tokens, seed ${probe.seed}`),
-        h("dt", null, "Template"), h("dd", null, probe.template ? h("code", { class: "pre-line" }, probe.template) : "model default")));
+        h("dt", null, "Template"), h("dd", null, probe.template ? h("code", { class: "pre-line" }, probe.template) : "model default"),
+        h("dt", null, "Chat-template options"), h("dd", { id: "probe-chat-options" }, probe.chat_template_options ? h("code", null, JSON.stringify(probe.chat_template_options)) : "none"),
+        h("dt", null, "Grading"), h("dd", { id: "probe-grading" }, probe.grading_policy === "strict" ? "strict (last \\boxed{} only, exact)" : "lenient (unboxed final answers count)")));
   }
 
   async function cancelJob(job, button) {
@@ -256,6 +267,14 @@ export async function renderPool(ctx, poolId) {
     event.preventDefault();
     const data = new FormData(probeForm);
     const template = String(data.get("template") || "");
+    const options = String(data.get("chat_template_options") || "").trim();
+    let chatTemplateOptions = null;
+    try {
+      chatTemplateOptions = options ? JSON.parse(options) : null;
+    } catch (err) {
+      reportError(new Error(`Chat-template options are not valid JSON (${err.message}); write an object such as {"enable_thinking": false}.`));
+      return;
+    }
     const body = {
       pool_id: Number(poolId),
       model: String(data.get("model") || ""),
@@ -263,6 +282,8 @@ export async function renderPool(ctx, poolId) {
       temperature: Number(data.get("temperature")),
       max_new_tokens: Number(data.get("max_new_tokens")),
       template: template.trim() ? template : null,
+      chat_template_options: chatTemplateOptions,
+      grading_policy: String(data.get("grading_policy") || "lenient"),
       seed: Number(data.get("seed")),
     };
     submitButton.disabled = true;

@@ -24,6 +24,7 @@ export async function renderRun(ctx, runId) {
   const crumbExperiment = h("span", null);
   const title = h("h1", { id: "run-title" }, `Run #${runId}`);
   const facts = h("div", { class: "facts", id: "run-facts" });
+  const caveat = h("div", { class: "warning", id: "run-forecast-caveat", "data-testid": "run-forecast-caveat", hidden: true });
   const status = h("span", { id: "run-status", "data-testid": "run-status", "data-status": "" });
   const cancel = h("button", { type: "button", id: "run-cancel", "data-testid": "run-cancel", class: "btn btn-ghost btn-small btn-danger", hidden: true }, "Cancel");
   const fill = h("div", { class: "progress-fill" });
@@ -39,7 +40,7 @@ export async function renderRun(ctx, runId) {
   ctx.root.append(
     h("div", { class: "page-head" },
       h("p", { class: "crumbs" }, h("a", { href: "#/experiments" }, "Experiments"), " / ", crumbExperiment, h("span", null, `run #${runId}`)),
-      title, facts),
+      title, facts, caveat),
     card("Training", { id: "run-job-card", actions: cancel },
       h("div", { class: "job-head" }, h("span", { class: "job-title" }, `Run #${runId}`), status),
       progress, numbers, message, error, ood),
@@ -72,8 +73,14 @@ export async function renderRun(ctx, runId) {
       fact("Strategy", run.strategy || "–"),
       fact("Subset", `${run.subset_name || "subset"} · #${run.subset_id}`),
       fact("Model", run.model),
+      fact("Grading", run.grading_policy || "–"),
       fact("Evaluation pool", poolName(run.eval_pool_id)),
       fact("Created", fmt.date(run.created_at)));
+    // Difficulty (and so the subset's forecast) holds for the probe's model and grading only.
+    caveat.hidden = run.forecast_applies !== false;
+    replace(caveat, run.forecast_applies === false
+      ? [h("strong", null, "The difficulty forecast does not apply to this run: "), `it ${(run.forecast_caveats || []).join("; ")}.`]
+      : null);
   }
 
   function renderJob(run) {
@@ -114,16 +121,21 @@ export async function renderRun(ctx, runId) {
 
   // Library versions are recorded when the worker starts training: re-render when they arrive.
   function renderSettings(run) {
-    const json = JSON.stringify([run.settings, run.library_versions, run.seed]);
+    const json = JSON.stringify([run.settings, run.library_versions, run.seed, run.prompt_example]);
     if (json === state.settingsJson) return;
     state.settingsJson = json;
     const rows = [
       ["Subset", `#${run.subset_id} · ${run.subset_name || ""}`],
+      ["Probe", `#${run.probe_id} · ${run.probe_model || ""}`],
+      ["Prompt template", run.template || "the model's chat template"],
+      ["Chat-template options", run.chat_template_options ? JSON.stringify(run.chat_template_options) : "none"],
       ["Seed", run.seed],
       ...Object.entries(run.settings || {}).map(([key, value]) => [key, settingText(key, value)]),
     ];
     replace(settingsBox,
       kvTable("run-settings-table", rows),
+      run.prompt_example && h("h3", null, "First training prompt, as the model sees it"),
+      run.prompt_example && h("pre", { class: "pre-line mono small", id: "run-prompt-example" }, run.prompt_example),
       h("h3", null, "Library versions"),
       kvTable("run-library-versions", Object.entries(run.library_versions || {})));
   }
