@@ -182,8 +182,9 @@ def freeze(session: Session, req: SubsetCreate) -> Subset:
         n_requested=selection.budget.requested, n=n, seed=req.seed, group_size=req.group_size,
         band_low=req.band_low if req.strategy == "band" else None,
         band_high=req.band_high if req.strategy == "band" else None,
-        # The column is NOT NULL (migration 0001); a label-free subset stores 0 and reads as None.
-        predicted_learnable_share=0.0 if forecast is None else forecast.share,
+        predicted_learnable_share=None if forecast is None else forecast.share,
+        predicted_learnable_share_low=None if forecast is None else forecast.low,
+        predicted_learnable_share_high=None if forecast is None else forecast.high,
         mean_pass_rate=selection.mean_pass_rate,
     )
     session.add(subset)
@@ -199,10 +200,7 @@ def freeze(session: Session, req: SubsetCreate) -> Subset:
 def subset_read(session: Session, subset: Subset) -> SubsetRead:
     """A subset as the API shows it: the basis of its difficulty, and no forecast when label-free."""
     probe = session.get(Probe, subset.probe_id)
-    read = SubsetRead.model_validate({**subset.model_dump(), "difficulty_basis": _basis(probe)})
-    if probe.label_free:
-        read.predicted_learnable_share = None
-    return read
+    return SubsetRead.model_validate({**subset.model_dump(), "difficulty_basis": _basis(probe)})
 
 
 def get_subset(session: Session, subset_id: int) -> Subset:

@@ -24,7 +24,10 @@ class Subset(SQLModel, table=True):
     group_size: int
     band_low: float | None = None
     band_high: float | None = None
-    predicted_learnable_share: float
+    # At step 0, with its 95% interval; None for a label-free probe (agreement is not a pass rate).
+    predicted_learnable_share: float | None = None
+    predicted_learnable_share_low: float | None = None
+    predicted_learnable_share_high: float | None = None
     mean_pass_rate: float | None = None
     created_at: datetime = Field(default_factory=utcnow)
 
