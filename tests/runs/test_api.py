@@ -97,3 +97,8 @@ def test_an_unreachable_broker_fails_the_run_at_once_with_a_503(client, monkeypa
         run = session.exec(select(Run).where(Run.subset_id == subset_id)).one()
         job = session.get(Job, run.job_id)
         assert job.status == "failed" and "broker is unreachable" in job.error
+
+
+def test_another_model_than_the_probes_is_422_unless_allowed(client):
+    body = refused(client, {"subset_id": make_subset(), "settings": {"model": "SmolLM2-135M-Instruct"}}, 422)
+    assert "allow_other_model" in body["detail"] and "tiny-random-SmolLM2" in body["detail"]
