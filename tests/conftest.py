@@ -10,6 +10,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg
@@ -104,6 +105,30 @@ def client(app):
     with TestClient(app) as test_client:
         test_client.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
         yield test_client
+
+
+@contextmanager
+def client_on(app, monkeypatch, env: dict[str, str]):
+    """A client of `app` with these settings on top of the session's, on env["DATABASE_URL"] (migrated
+    here, with the admin token); the settings are restored after."""
+    from fastapi.testclient import TestClient
+
+    from backend.auth.service import ensure_admin_token
+    from backend.database import session_scope
+
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    clear_caches()
+    try:
+        upgrade_head(env["DATABASE_URL"])
+        with session_scope() as session:
+            ensure_admin_token(session, ADMIN_TOKEN)
+        with TestClient(app) as client:
+            client.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+            yield client
+    finally:
+        monkeypatch.undo()
+        clear_caches()
 
 
 @pytest.fixture

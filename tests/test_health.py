@@ -6,40 +6,18 @@ import uuid
 
 import pytest
 
-from tests.conftest import (
-    ADMIN_TOKEN,
-    clear_caches,
-    create_pg_database,
-    drop_pg_database,
-    start_worker,
-    stop_worker,
-    upgrade_head,
-)
+from tests.conftest import clear_caches, client_on, create_pg_database, drop_pg_database, start_worker, stop_worker
 
 
 @pytest.fixture
-def own_services(app, service_env, tmp_path, monkeypatch):
-    from fastapi.testclient import TestClient
-
-    from backend.auth.service import ensure_admin_token
-    from backend.database import session_scope
-
+def own_services(app, service_env, monkeypatch):
     name, url = create_pg_database()
     env = {**service_env, "DATABASE_URL": url, "BUDGETLAB_BROKER_PREFIX": f"health-{uuid.uuid4().hex[:8]}:",
            "BUDGETLAB_WORKER_BEAT_SECONDS": "0.5"}
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    clear_caches()
-    upgrade_head(url)
-    with session_scope() as session:
-        ensure_admin_token(session, ADMIN_TOKEN)
     try:
-        with TestClient(app) as client:
-            client.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
+        with client_on(app, monkeypatch, env) as client:
             yield client, env
     finally:
-        monkeypatch.undo()
-        clear_caches()
         drop_pg_database(name)
 
 

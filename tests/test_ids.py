@@ -4,36 +4,21 @@ deleted probe's data to a new one (issue 7 §2)."""
 import pytest
 from sqlalchemy import text
 
-from tests.conftest import ADMIN_TOKEN, clear_caches, upgrade_head
+from tests.conftest import client_on, upgrade_head
 from tests.subsets.conftest import make_probed_pool
 
 ID_TABLES = ("api_token", "job", "job_event", "pool", "prompt", "probe", "sample", "subset", "run", "experiment")
 
 
 @pytest.fixture(params=["postgres", "sqlite"])
-def any_client(request, app, service_env, tmp_path, monkeypatch):
+def any_client(request, app, client, tmp_path, monkeypatch):
     """A client on the session's Postgres database, or on a fresh embedded SQLite file."""
-    from fastapi.testclient import TestClient
-
-    from backend.auth.service import ensure_admin_token
-    from backend.database import session_scope
-
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'budgetlab.db'}"
-        monkeypatch.setenv("DATABASE_URL", url)
-        monkeypatch.setenv("BUDGETLAB_DATA_DIR", str(tmp_path))
-        clear_caches()
-        upgrade_head(url)
-        with session_scope() as session:
-            ensure_admin_token(session, ADMIN_TOKEN)
-    try:
-        with TestClient(app) as client:
-            client.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
-            yield client
-    finally:
-        if request.param == "sqlite":
-            monkeypatch.undo()
-            clear_caches()
+    if request.param == "postgres":
+        yield client
+        return
+    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'budgetlab.db'}", "BUDGETLAB_DATA_DIR": str(tmp_path)}
+    with client_on(app, monkeypatch, env) as sqlite_client:
+        yield sqlite_client
 
 
 def _hard_pick(client, probe_id: int) -> list[int]:

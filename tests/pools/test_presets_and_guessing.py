@@ -7,21 +7,10 @@ import pytest
 from typer.testing import CliRunner
 
 from backend.curation.grading import extract_answer, is_correct, parse_options
+from tests.bbh_tasks import BBH_KINDS
 from tests.conftest import DATASETS
 from tests.pools.conftest import upload
 
-BBH_KINDS = {
-    "choice": ["date_understanding", "disambiguation_qa", "geometric_shapes", "hyperbaton",
-               "logical_deduction_five_objects", "logical_deduction_seven_objects",
-               "logical_deduction_three_objects", "movie_recommendation", "penguins_in_a_table",
-               "reasoning_about_colored_objects", "ruin_names", "salient_translation_error_detection", "snarks",
-               "temporal_sequences", "tracking_shuffled_objects_five_objects",
-               "tracking_shuffled_objects_seven_objects", "tracking_shuffled_objects_three_objects"],
-    "numeric": ["multistep_arithmetic_two", "object_counting"],
-    "labels": ["boolean_expressions", "causal_judgement", "formal_fallacies", "navigate", "sports_understanding",
-               "web_of_lies"],
-    "text": ["dyck_languages", "word_sorting"],
-}
 TASK_TYPE_OF_KIND = {"choice": "choice", "numeric": "numeric", "labels": "exact", "text": "exact"}
 REASON_OF_KIND = {"choice": "option letters", "numeric": "are numbers", "labels": "labels", "text": "free text"}
 ALL_TASKS = [(kind, task) for kind, tasks in BBH_KINDS.items() for task in tasks]

@@ -4,32 +4,18 @@ import json
 
 import pytest
 
-from tests.conftest import ADMIN_TOKEN, DATASETS, clear_caches, upgrade_head
+from tests.conftest import DATASETS, client_on
 from tests.pools.conftest import upload
 
 
 @pytest.fixture
 def sqlite_client(app, tmp_path, monkeypatch):
-    from fastapi.testclient import TestClient
+    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'budgetlab.db'}", "BUDGETLAB_DATA_DIR": str(tmp_path)}
+    with client_on(app, monkeypatch, env) as client:
+        from backend.database import get_engine
 
-    from backend.auth.service import ensure_admin_token
-    from backend.database import get_engine, session_scope
-
-    url = f"sqlite:///{tmp_path / 'budgetlab.db'}"
-    monkeypatch.setenv("DATABASE_URL", url)
-    monkeypatch.setenv("BUDGETLAB_DATA_DIR", str(tmp_path))
-    clear_caches()
-    try:
-        upgrade_head(url)
         assert get_engine().dialect.name == "sqlite"
-        with session_scope() as session:
-            ensure_admin_token(session, ADMIN_TOKEN)
-        with TestClient(app) as client:
-            client.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
-            yield client
-    finally:
-        monkeypatch.undo()
-        clear_caches()
+        yield client
 
 
 def sqlite_counts() -> tuple[int, int]:
