@@ -2,19 +2,28 @@
 
 from pathlib import Path
 
-from fastapi import Depends, FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi import Depends, FastAPI
+from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
 from backend.auth.dependencies import current_token
-from backend.errors import AppError
+from backend.auth.middleware import TokenMiddleware
+from backend.body_limit import BodyLimitMiddleware
+from backend.errors import install_error_handlers, problem_openapi
+from backend.params import reject_unknown_query
 
 FRONTEND = Path(__file__).resolve().parent.parent / "frontend"
+PUBLIC_API = ("/api/health",)  # and everything under them; the rest of /api/* needs a token
+UPLOAD = ("POST", "/api/pools")  # streams to disk under its own limit, BUDGETLAB_MAX_UPLOAD_BYTES
+
+
+def is_protected(path: str) -> bool:
+    return path.startswith("/api/") and not any(path == p or path.startswith(p + "/") for p in PUBLIC_API)
 
 
 def create_app() -> FastAPI:
     from backend.experiments.router import router as experiments_router
+    from backend.health import router as health_router
     from backend.jobs.router import router as jobs_router
     from backend.models_catalog import router as models_router
     from backend.pools.router import router as pools_router
@@ -25,23 +34,15 @@ def create_app() -> FastAPI:
     app = FastAPI(title="Budgetlab", version="0.1.0",
                   description="Probe a base model on a prompt pool, plan a labeling budget, export the subset.")
 
-    @app.exception_handler(AppError)
-    async def _app_error(_request: Request, exc: AppError) -> JSONResponse:
-        body = {"detail": exc.message}
-        if exc.details is not None:
-            body["details"] = exc.details
-        return JSONResponse(body, status_code=exc.status_code)
+    install_error_handlers(app)
+    # Added last runs first: the token is checked before the body cap, both before routing.
+    app.add_middleware(BodyLimitMiddleware, exempt=frozenset({UPLOAD}))
+    app.add_middleware(TokenMiddleware, is_protected=is_protected)
+    app.openapi = lambda: problem_openapi(app, is_protected)
 
-    @app.exception_handler(RequestValidationError)
-    async def _validation_error(_request: Request, exc: RequestValidationError) -> JSONResponse:
-        problems = [f"{'.'.join(str(p) for p in e['loc'] if p != 'body')}: {e['msg']}" for e in exc.errors()]
-        return JSONResponse({"detail": "; ".join(problems), "errors": exc.errors()}, status_code=422)
+    app.include_router(health_router, prefix="/api")  # public: see PUBLIC_API
 
-    @app.get("/api/health", tags=["health"])
-    def health() -> dict[str, str]:
-        return {"status": "ok"}
-
-    protected = [Depends(current_token)]
+    protected = [Depends(current_token), Depends(reject_unknown_query)]
     for router in (pools_router, probes_router, jobs_router, subsets_router, models_router, runs_router,
                    experiments_router):
         app.include_router(router, prefix="/api", dependencies=protected)

@@ -5,13 +5,20 @@ from fastapi import APIRouter
 from backend.database import SessionDep
 from backend.experiments import service
 from backend.experiments.schemas import Comparison, ExperimentCreate, ExperimentRead
+from backend.experiments.tables import Experiment
+from backend.params import PathId, QueryId
+from backend.probes.tables import Probe
 from backend.runs.launch import launch
 from backend.runs.service import fail_lost_runs
 
 router = APIRouter(tags=["experiments"])
+ExperimentId = PathId(Experiment, "Experiment")
 
 
-@router.post("/experiments", status_code=201)
+@router.post("/experiments", status_code=201,
+             responses={404: {"description": "The probe or an evaluation pool does not exist"},
+                        409: {"description": "The probe has not finished, or its pool cannot be trained on"},
+                        503: {"description": "The task broker cannot be reached"}})
 def create_experiment(body: ExperimentCreate, session: SessionDep) -> ExperimentRead:
     experiment, created = service.create_experiment(session, body)
     launch(session, created)
@@ -19,25 +26,27 @@ def create_experiment(body: ExperimentCreate, session: SessionDep) -> Experiment
 
 
 @router.get("/experiments")
-def list_experiments(session: SessionDep, probe_id: int | None = None) -> list[ExperimentRead]:
+def list_experiments(session: SessionDep,
+                     probe_id: QueryId(Probe, "Probe", "Only the experiments on this probe") = None,
+                     ) -> list[ExperimentRead]:
     fail_lost_runs(session)
     return [service.experiment_read(session, e) for e in service.list_experiments(session, probe_id)]
 
 
 @router.get("/experiments/{experiment_id}")
-def get_experiment(experiment_id: int, session: SessionDep) -> ExperimentRead:
+def get_experiment(experiment_id: ExperimentId, session: SessionDep) -> ExperimentRead:
     fail_lost_runs(session)
     return service.experiment_read(session, service.get_experiment(session, experiment_id))
 
 
 @router.post("/experiments/{experiment_id}/cancel")
-def cancel_experiment(experiment_id: int, session: SessionDep) -> ExperimentRead:
+def cancel_experiment(experiment_id: ExperimentId, session: SessionDep) -> ExperimentRead:
     experiment = service.get_experiment(session, experiment_id)
     service.cancel_experiment(session, experiment)
     return service.experiment_read(session, experiment)
 
 
 @router.get("/experiments/{experiment_id}/compare")
-def compare_experiment(experiment_id: int, session: SessionDep) -> Comparison:
+def compare_experiment(experiment_id: ExperimentId, session: SessionDep) -> Comparison:
     fail_lost_runs(session)
     return service.compare(session, service.get_experiment(session, experiment_id))

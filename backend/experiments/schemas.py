@@ -3,24 +3,32 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from backend.curation.strategies import STRATEGIES
+from backend.params import BodyId
+from backend.probes.tables import Probe
 from backend.runs.schemas import RunRead
+from backend.runs.settings import PRESETS
 from backend.subsets.schemas import BudgetIn
 
 DEFAULT_STRATEGIES = ["hard", "easy", "medium", "random", "base_wrong", "learnable"]
 
 
 class ExperimentCreate(BaseModel):
-    probe_id: int
+    probe_id: BodyId(Probe, "Probe")
     budget: BudgetIn
+    # The schema states the allowed values; the service checks them with messages naming the way out.
     strategies: list[str] = Field(default_factory=lambda: list(DEFAULT_STRATEGIES),
-                                  description="One subset and one run per strategy, all at the same N")
+                                  description="One subset and one run per strategy, all at the same N",
+                                  json_schema_extra={"items": {"type": "string", "enum": list(STRATEGIES)},
+                                                     "minItems": 1, "uniqueItems": True})
     name: str | None = None
-    preset: str | None = Field(None, description="paper or quick_cpu; settings override it field by field")
+    preset: str | None = Field(None, description="paper or quick_cpu; settings override it field by field",
+                               json_schema_extra={"enum": [*PRESETS, None]})
     settings: dict[str, Any] = Field(default_factory=dict, description="TrainingSettings shared by every run")
-    band_low: float = 0.1
-    band_high: float = 0.9
     allow_other_model: bool = Field(False, description="Train settings.model although the probe used another model "
                                                        "(the difficulty forecast then does not apply)")
+    band_low: float = Field(0.1, ge=0, le=1, description="band strategy: lowest pass rate kept")
+    band_high: float = Field(0.9, ge=0, le=1, description="band strategy: highest pass rate kept")
 
 
 class ExperimentRead(BaseModel):

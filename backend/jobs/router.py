@@ -1,14 +1,18 @@
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
 from sqlmodel import Session, select
 
 from backend.database import SessionDep
 from backend.jobs import service
 from backend.jobs.schemas import JobEventRead, JobRead
-from backend.jobs.tables import Job
+from backend.jobs.tables import Job, JobStatus
+from backend.params import PathId
 from backend.probes.tables import Probe
 from backend.runs.service import fail_lost_runs
 
 router = APIRouter(tags=["jobs"])
+JobId = PathId(Job, "Job")
 
 
 def _read(session: Session, job: Job) -> JobRead:
@@ -18,25 +22,26 @@ def _read(session: Session, job: Job) -> JobRead:
 
 
 @router.get("/jobs")
-def list_jobs(session: SessionDep, status: str | None = None, limit: int = 100) -> list[JobRead]:
-    query = select(Job).order_by(Job.id.desc()).limit(min(limit, 1000))
+def list_jobs(session: SessionDep, status: JobStatus | None = None,
+              limit: Annotated[int, Query(ge=1, le=1000)] = 100) -> list[JobRead]:
+    query = select(Job).order_by(Job.id.desc()).limit(limit)
     if status:
         query = query.where(Job.status == status)
     return [_read(session, job) for job in session.exec(query)]
 
 
 @router.get("/jobs/{job_id}")
-def get_job(job_id: int, session: SessionDep) -> JobRead:
+def get_job(job_id: JobId, session: SessionDep) -> JobRead:
     fail_lost_runs(session)  # a training job whose worker died reads as failed, not running for ever
     return _read(session, service.get_job(session, job_id))
 
 
 @router.get("/jobs/{job_id}/events")
-def job_events(job_id: int, session: SessionDep) -> list[JobEventRead]:
+def job_events(job_id: JobId, session: SessionDep) -> list[JobEventRead]:
     service.get_job(session, job_id)
     return [JobEventRead.model_validate(e, from_attributes=True) for e in service.events(session, job_id)]
 
 
-@router.post("/jobs/{job_id}/cancel")
-def cancel_job(job_id: int, session: SessionDep) -> JobRead:
+@router.post("/jobs/{job_id}/cancel", responses={409: {"description": "The job has already finished"}})
+def cancel_job(job_id: JobId, session: SessionDep) -> JobRead:
     return _read(session, service.request_cancel(session, service.get_job(session, job_id)))

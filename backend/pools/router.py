@@ -29,14 +29,17 @@ from starlette.requests import ClientDisconnect
 
 from backend.database import SessionDep
 from backend.errors import AppError
+from backend.params import PathId, QueryId
 from backend.pools import service
 from backend.pools.ingest import EXTENSIONS, FORMATS, IngestError, resolve_format
 from backend.pools.presets import PRESETS, resolve_upload_options
 from backend.pools.schemas import PoolImported, PoolRead, PromptOrder, PromptPage, UploadForm
 from backend.pools.tables import Pool
+from backend.probes.tables import Probe
 from backend.settings import get_settings
 
 router = APIRouter(tags=["pools"])
+PoolId = PathId(Pool, "Pool")
 
 # Room for the multipart framing and the small text fields on top of the file itself.
 UPLOAD_OVERHEAD_BYTES = 1 << 20
@@ -387,18 +390,17 @@ def create_demo_pool(session: SessionDep, body: DemoCreate | None = None) -> Poo
 
 
 @router.get("/pools/{pool_id}")
-def get_pool(pool_id: int, session: SessionDep) -> PoolRead:
+def get_pool(pool_id: PoolId, session: SessionDep) -> PoolRead:
     return PoolRead.model_validate(service.get_pool(session, pool_id))
 
 
 @router.get("/pools/{pool_id}/prompts", summary="A page of prompts, with scores from a probe")
 def list_prompts(
-    pool_id: int,
+    pool_id: PoolId,
     session: SessionDep,
     order: Annotated[PromptOrder, Query(description="position; difficulty: easiest first; -difficulty: hardest "
                                                     "first (unscored prompts last)")] = "position",
-    probe_id: Annotated[int | None, Query(description="whose scores; default: the newest probe that "
-                                                      "succeeded")] = None,
+    probe_id: QueryId(Probe, "Probe", "whose scores; default: the newest probe that succeeded") = None,
     limit: Annotated[int, Query(ge=1, le=service.MAX_PAGE)] = 50,
     offset: Annotated[int, Query(ge=0)] = 0,
 ) -> PromptPage:
@@ -407,6 +409,6 @@ def list_prompts(
 
 @router.delete("/pools/{pool_id}", status_code=204, response_class=Response,
                summary="Delete a pool with its prompts, probes, scores and subsets")
-def delete_pool(pool_id: int, session: SessionDep) -> Response:
+def delete_pool(pool_id: PoolId, session: SessionDep) -> Response:
     service.delete_pool(session, pool_id)
     return Response(status_code=204)

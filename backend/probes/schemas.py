@@ -5,6 +5,8 @@ from pydantic import BaseModel, Field, model_validator
 
 from backend.curation.grading import GradingPolicy
 from backend.jobs.schemas import JobRead
+from backend.params import INT32_MAX, BodyId
+from backend.pools.tables import Pool
 from backend.settings import DEFAULT_MODEL
 
 # Hard Examples Are All You Need probed with k = 10 at temperature 1.0, 250 new tokens, and counted only
@@ -15,15 +17,16 @@ PROBE_PRESETS: dict[str, dict[str, Any]] = {
 
 
 class ProbeCreate(BaseModel):
-    pool_id: int
+    pool_id: BodyId(Pool, "Pool")
     model: str = Field(DEFAULT_MODEL, description="A name from GET /api/models or a local checkpoint directory")
-    k: int = Field(8, description="Samples per prompt, 1 to 64")
-    temperature: float = Field(1.0, description="Sampling temperature, 0 to 2")
-    max_new_tokens: int = Field(256, description="New tokens per sample, 1 to 4096")
+    k: int = Field(8, ge=1, le=64, description="Samples per prompt, 1 to 64")
+    temperature: float = Field(1.0, ge=0, le=2, description="Sampling temperature, 0 to 2")
+    max_new_tokens: int = Field(256, ge=1, le=4096, description="New tokens per sample, 1 to 4096")
     template: str | None = Field(
         None, description="Prompt template containing {prompt}; default: the model's chat template with an "
                           "instruction to answer in \\boxed{}")
-    seed: int = Field(0, description="Seed for sampling; with the same settings a probe is reproducible")
+    seed: int = Field(0, ge=0, le=INT32_MAX,
+                      description="Seed for sampling; with the same settings a probe is reproducible")
     chat_template_options: dict[str, Any] | None = Field(
         None, description='Keyword arguments for the model\'s chat template, e.g. {"enable_thinking": false} for '
                           "Qwen3; keys are identifiers, values text, numbers, true/false or null. Training and "

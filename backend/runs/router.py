@@ -9,14 +9,19 @@ from fastapi.responses import FileResponse, Response
 
 from backend.database import SessionDep
 from backend.errors import AppError
+from backend.experiments.tables import Experiment
+from backend.params import PathId, QueryId
 from backend.runs import service
 from backend.runs.downloads import adapter_zip, metrics_csv, trl_config
 from backend.runs.figures import FIGURE_KEYS, run_figures
 from backend.runs.launch import launch
 from backend.runs.schemas import RunCreate, RunMetrics, RunRead
 from backend.runs.settings import PRESETS, TrainingSettings, preset
+from backend.runs.tables import Run
+from backend.subsets.tables import Subset
 
 router = APIRouter(tags=["runs"])
+RunId = PathId(Run, "Run")
 
 
 @router.get("/training/presets")
@@ -25,7 +30,10 @@ def training_presets() -> dict:
             "defaults": TrainingSettings().model_dump(mode="json")}
 
 
-@router.post("/runs", status_code=201)
+@router.post("/runs", status_code=201,
+             responses={404: {"description": "The subset or an evaluation pool does not exist"},
+                        409: {"description": "The subset's pool cannot be trained on"},
+                        503: {"description": "The task broker cannot be reached"}})
 def create_run(body: RunCreate, session: SessionDep) -> RunRead:
     run = service.create_run(session, body.subset_id, body.settings, preset=body.preset,
                              allow_other_model=body.allow_other_model)
@@ -34,20 +42,21 @@ def create_run(body: RunCreate, session: SessionDep) -> RunRead:
 
 
 @router.get("/runs")
-def list_runs(session: SessionDep, experiment_id: int | None = None, subset_id: int | None = None) -> list[RunRead]:
+def list_runs(session: SessionDep, experiment_id: QueryId(Experiment, "Experiment") = None,
+              subset_id: QueryId(Subset, "Subset") = None) -> list[RunRead]:
     service.fail_lost_runs(session)
     return [RunRead.of(session, run) for run in service.list_runs(session, experiment_id=experiment_id,
                                                                   subset_id=subset_id)]
 
 
 @router.get("/runs/{run_id}")
-def get_run(run_id: int, session: SessionDep) -> RunRead:
+def get_run(run_id: RunId, session: SessionDep) -> RunRead:
     service.fail_lost_runs(session)
     return RunRead.of(session, service.get_run(session, run_id))
 
 
 @router.get("/runs/{run_id}/metrics")
-def run_metrics(run_id: int, session: SessionDep, keys: str | None = None) -> RunMetrics:
+def run_metrics(run_id: RunId, session: SessionDep, keys: str | None = None) -> RunMetrics:
     service.get_run(session, run_id)
     wanted = [key.strip() for key in keys.split(",") if key.strip()] if keys else None
     return RunMetrics(run_id=run_id, keys=service.metric_keys(session, run_id),
@@ -55,20 +64,22 @@ def run_metrics(run_id: int, session: SessionDep, keys: str | None = None) -> Ru
 
 
 @router.get("/runs/{run_id}/figures")
-def run_figures_(run_id: int, session: SessionDep) -> dict:
+def run_figures_(run_id: RunId, session: SessionDep) -> dict:
     run = service.get_run(session, run_id)
     return {"figures": run_figures(service.metric_series(session, run_id, FIGURE_KEYS), run.settings)}
 
 
-@router.get("/runs/{run_id}/metrics.csv")
-def run_metrics_csv(run_id: int, session: SessionDep) -> Response:
+@router.get("/runs/{run_id}/metrics.csv", response_class=Response,
+            responses={200: {"content": {"text/csv": {}}, "description": "Every logged metric, one row per step"}})
+def run_metrics_csv(run_id: RunId, session: SessionDep) -> Response:
     service.get_run(session, run_id)
     return Response(metrics_csv(service.metric_series(session, run_id)), media_type="text/csv",
                     headers={"Content-Disposition": f'attachment; filename="run-{run_id}-metrics.csv"'})
 
 
-@router.get("/runs/{run_id}/config")
-def run_config(run_id: int, session: SessionDep) -> Response:
+@router.get("/runs/{run_id}/config", response_class=Response,
+            responses={200: {"content": {"application/json": {}}, "description": "The TRL GRPOConfig as JSON"}})
+def run_config(run_id: RunId, session: SessionDep) -> Response:
     import json
 
     config = trl_config(service.get_run(session, run_id))
@@ -76,8 +87,11 @@ def run_config(run_id: int, session: SessionDep) -> Response:
                     headers={"Content-Disposition": f'attachment; filename="run-{run_id}-trl-config.json"'})
 
 
-@router.get("/runs/{run_id}/adapter")
-def run_adapter(run_id: int, session: SessionDep, background: BackgroundTasks) -> FileResponse:
+@router.get("/runs/{run_id}/adapter", response_class=FileResponse,
+            responses={200: {"content": {"application/zip": {}}, "description": "The LoRA adapter as a zip"},
+                       409: {"description": "The run has no adapter yet"},
+                       410: {"description": "The adapter was deleted from the artifact store"}})
+def run_adapter(run_id: RunId, session: SessionDep, background: BackgroundTasks) -> FileResponse:
     run = service.get_run(session, run_id)
     job = service.run_job(session, run)
     if run.adapter_path is None:

@@ -5,14 +5,17 @@ from pydantic import BaseModel, Field
 from sqlmodel import Session
 
 from backend.jobs.schemas import JobRead
+from backend.params import BodyId
 from backend.probes.tables import Probe
+from backend.runs.settings import PRESETS
 from backend.runs.tables import Run
 from backend.subsets.tables import Subset
 
 
 class RunCreate(BaseModel):
-    subset_id: int
-    preset: str | None = Field(None, description="paper or quick_cpu; settings override it field by field")
+    subset_id: BodyId(Subset, "Subset")
+    preset: str | None = Field(None, description="paper or quick_cpu; settings override it field by field",
+                               json_schema_extra={"enum": [*PRESETS, None]})  # checked by the service
     settings: dict[str, Any] = Field(default_factory=dict, description="TrainingSettings fields to set")
     allow_other_model: bool = Field(False, description="Train settings.model although the subset's probe used "
                                                        "another model (its difficulty forecast then does not apply)")

@@ -12,11 +12,15 @@ mirror trl 1.x ``GRPOConfig.__post_init__`` and ``GRPOTrainer.__init__``:
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from backend.curation.grading import GradingPolicy
+from backend.params import INT32_MAX
+
+# Pool ids as the pool table holds them (32-bit, see backend.params): refused here, not by the database driver.
+PoolIdValue = Field(ge=1, le=INT32_MAX)
 
 
 class TrainingSettings(BaseModel):
@@ -38,9 +42,9 @@ class TrainingSettings(BaseModel):
     beta: float = Field(0.0, ge=0, le=1.0, description="KL coefficient (0: no reference model)")
     seed: int = Field(0, ge=0, le=2**31 - 1)
     eval_every: int = Field(0, ge=0, le=100_000, description="Evaluate every N steps (0: only at step 0 and the end)")
-    eval_pool_id: int | None = Field(None, description="Held-out pool for evaluation")
+    eval_pool_id: Annotated[int, PoolIdValue] | None = Field(None, description="Held-out pool for evaluation")
     eval_samples: int = Field(100, ge=1, le=100_000, description="Prompts of the eval pool used")
-    ood_pool_ids: list[int] = Field(default_factory=list, max_length=10,
+    ood_pool_ids: list[Annotated[int, PoolIdValue]] = Field(default_factory=list, max_length=10,
                                     description="Out-of-distribution pools evaluated with pass@k after training")
     ood_k: int = Field(4, ge=1, le=64, description="Samples per OOD prompt for pass@k")
     ood_samples: int = Field(50, ge=1, le=10_000, description="Prompts of each OOD pool used")

@@ -1,41 +1,49 @@
 import os
+from typing import Literal
 
 from fastapi import APIRouter, BackgroundTasks
-from fastapi.responses import FileResponse, StreamingResponse
+from fastapi.responses import FileResponse, Response, StreamingResponse
 
 from backend.database import SessionDep, session_scope
-from backend.errors import AppError
+from backend.params import PathId, QueryId
+from backend.probes.tables import Probe
 from backend.subsets import export, service
 from backend.subsets.schemas import SelectionPreview, SelectionRequest, SubsetCreate, SubsetRead
+from backend.subsets.tables import Subset
 
 router = APIRouter(tags=["selections"])
+SubsetId = PathId(Subset, "Subset")
+ExportFormat = Literal[tuple(export.FORMATS)]  # type: ignore[valid-type]
+_PROBE_RESPONSES = {404: {"description": "The probe does not exist"},
+                    409: {"description": "The probe has not finished"}}
 
 
-@router.post("/selections/preview")
+@router.post("/selections/preview", responses=_PROBE_RESPONSES)
 def preview_selection(body: SelectionRequest, session: SessionDep) -> SelectionPreview:
     return service.preview(session, body)
 
 
-@router.post("/subsets", status_code=201)
+@router.post("/subsets", status_code=201, responses=_PROBE_RESPONSES)
 def freeze_subset(body: SubsetCreate, session: SessionDep) -> SubsetRead:
     return service.subset_read(session, service.freeze(session, body))
 
 
 @router.get("/subsets")
-def list_subsets(session: SessionDep, probe_id: int | None = None) -> list[SubsetRead]:
+def list_subsets(session: SessionDep,
+                 probe_id: QueryId(Probe, "Probe", "Only the subsets of this probe") = None) -> list[SubsetRead]:
     return [service.subset_read(session, s) for s in service.list_subsets(session, probe_id)]
 
 
 @router.get("/subsets/{subset_id}")
-def get_subset(subset_id: int, session: SessionDep) -> SubsetRead:
+def get_subset(subset_id: SubsetId, session: SessionDep) -> SubsetRead:
     return service.subset_read(session, service.get_subset(session, subset_id))
 
 
-@router.get("/subsets/{subset_id}/export", response_model=None)
-def export_subset(subset_id: int, session: SessionDep, background: BackgroundTasks,
-                  format: str = "jsonl") -> StreamingResponse | FileResponse:
-    if format not in export.FORMATS:
-        raise AppError(422, f"Unknown export format '{format}'; use one of: {', '.join(export.FORMATS)}.")
+@router.get("/subsets/{subset_id}/export", response_model=None, response_class=Response,
+            responses={200: {"content": {media: {} for media in export.FORMATS.values()},
+                             "description": "The subset's prompts, as a file"}})
+def export_subset(subset_id: SubsetId, session: SessionDep, background: BackgroundTasks,
+                  format: ExportFormat = "jsonl") -> StreamingResponse | FileResponse:
     subset = service.get_subset(session, subset_id)
     filename = f"subset-{subset.id}.{format}"
     headers = {"Content-Disposition": f'attachment; filename="{filename}"'}

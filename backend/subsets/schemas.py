@@ -4,6 +4,8 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from backend.curation.strategies import STRATEGIES
+from backend.params import INT32_MAX, BodyId
+from backend.probes.tables import Probe
 
 Strategy = Literal[STRATEGIES]  # type: ignore[valid-type]
 
@@ -15,13 +17,13 @@ class BudgetIn(BaseModel):
 
 
 class SelectionRequest(BaseModel):
-    probe_id: int
+    probe_id: BodyId(Probe, "Probe")
     strategy: Strategy
     budget: BudgetIn
-    group_size: int = Field(8, description="GRPO generations per prompt (G), 2 to 64")
-    band_low: float = Field(0.1, description="band strategy: lowest pass rate kept")
-    band_high: float = Field(0.9, description="band strategy: highest pass rate kept")
-    seed: int = Field(0, description="Seed for tie-breaking and random picks")
+    group_size: int = Field(8, ge=2, le=64, description="GRPO generations per prompt (G), 2 to 64")
+    band_low: float = Field(0.1, ge=0, le=1, description="band strategy: lowest pass rate kept")
+    band_high: float = Field(0.9, ge=0, le=1, description="band strategy: highest pass rate kept")
+    seed: int = Field(0, ge=0, le=INT32_MAX, description="Seed for tie-breaking and random picks")
 
 
 class SubsetCreate(SelectionRequest):

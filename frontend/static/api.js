@@ -1,5 +1,7 @@
 // Every call carries `Authorization: Bearer <token>` from localStorage; a 401 sends the user to
-// the sign-in page with the server's message. Errors surface the JSON `detail` field.
+// the sign-in page with the server's message. Every API error is an RFC 9457 problem
+// (application/problem+json): its `detail` is the sentence to show; `errors` (validation) and
+// `details` (structured extras) stay on ApiError.body for pages that want them.
 
 const TOKEN_KEY = "budgetlab.token";
 const RETURN_KEY = "budgetlab.returnTo";
@@ -32,16 +34,8 @@ export class ApiError extends Error {
 }
 
 function detailOf(body, response) {
-  if (body && typeof body === "object" && "detail" in body) {
-    const detail = body.detail;
-    if (typeof detail === "string") return detail;
-    if (Array.isArray(detail)) {
-      return detail.map((e) => (e && e.msg
-        ? `${(e.loc || []).filter((p) => p !== "body").join(".")}: ${e.msg}`
-        : JSON.stringify(e))).join("; ");
-    }
-    return JSON.stringify(detail);
-  }
+  if (body && typeof body === "object" && typeof body.detail === "string") return body.detail;
+  // Not a problem document (a proxy's error page, a dropped connection): say what we know.
   return `${response.status} ${response.statusText || "request failed"}`;
 }
 

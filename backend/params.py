@@ -1,0 +1,66 @@
+"""Request parameters, checked once for every operation.
+
+Bounded ids: an id the API accepts is one its table's column can hold.
+
+Ids are positive. Their upper bound is the width of the id column on Postgres, the stricter of the
+two databases: 32-bit for `INTEGER`/`SERIAL` ids, 64-bit for `BIGINT` ones (prompts). A larger id
+is refused by validation (422) instead of reaching the driver (`integer out of range`, a 500), and
+the bound follows the table: widening a column in a migration widens the API with it.
+"""
+
+from typing import Annotated, Any
+
+from fastapi import Path, Query, Request
+from fastapi.dependencies.models import Dependant
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
+from pydantic import Field
+from sqlalchemy import BigInteger
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+def max_id(table: Any) -> int:
+    """The largest value `table.id` holds on every supported database."""
+    return INT64_MAX if isinstance(table.__table__.c.id.type, BigInteger) else INT32_MAX
+
+
+def _text(what: str, table: Any) -> str:
+    return f"{what} id (1 to {max_id(table)})"
+
+
+# These build Annotated types, used like types: `pool_id: PathId(Pool, "pool")`.
+def PathId(table: Any, what: str) -> Any:
+    return Annotated[int, Path(ge=1, le=max_id(table), description=_text(what, table))]
+
+
+def QueryId(table: Any, what: str, description: str = "") -> Any:
+    return Annotated[int | None, Query(ge=1, le=max_id(table),
+                                       description=f"{description or _text(what, table)}")]
+
+
+def BodyId(table: Any, what: str, description: str = "") -> Any:
+    return Annotated[int, Field(ge=1, le=max_id(table), description=description or _text(what, table))]
+
+
+
+def reject_unknown_query(request: Request) -> None:
+    """Refuse query parameters the operation does not take: a misspelt filter (`?probeid=3`) would
+    otherwise be ignored and answer as if no filter had been asked for."""
+    route = request.scope.get("route")
+    if not isinstance(route, APIRoute):
+        return
+    known = _query_names(route.dependant)
+    unknown = sorted(set(request.query_params) - known)
+    if unknown:
+        raise RequestValidationError([{"type": "extra_forbidden", "loc": ("query", name), "input": None,
+                                       "msg": f"Unknown query parameter; this operation takes: "
+                                              f"{', '.join(sorted(known)) or 'none'}"} for name in unknown])
+
+
+def _query_names(dependant: Dependant) -> set[str]:
+    names = {param.alias for param in dependant.query_params}
+    for sub in dependant.dependencies:
+        names |= _query_names(sub)
+    return names
