@@ -408,7 +408,8 @@ def list_prompts(
 
 
 @router.delete("/pools/{pool_id}", status_code=204, response_class=Response,
-               summary="Delete a pool with its prompts, probes, scores and subsets")
+               summary="Delete a pool with its prompts, probes, scores and subsets",
+               responses={409: {"description": "A probe of the pool is still queued or running"}})
 def delete_pool(pool_id: PoolId, session: SessionDep) -> Response:
     service.delete_pool(session, pool_id)
     return Response(status_code=204)
