@@ -158,9 +158,9 @@ def problem_openapi(app: FastAPI, is_protected) -> dict[str, Any]:
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     for name in ("HTTPValidationError", "ValidationError"):
         components.pop(name, None)
-    components.update(Problem.model_json_schema(ref_template="#/components/schemas/{model}")["$defs"])
-    components["Problem"] = {k: v for k, v in Problem.model_json_schema(
-        ref_template="#/components/schemas/{model}").items() if k != "$defs"}
+    problem_schema = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+    components.update(problem_schema.pop("$defs"))
+    components["Problem"] = problem_schema
     problem = {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
     for path, methods in schema.get("paths", {}).items():
         for operation in methods.values():
