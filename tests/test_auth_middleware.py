@@ -18,6 +18,7 @@ from tests.conftest import ADMIN_TOKEN
 
 BIG = 50 * 1024 * 1024
 PIECE = 64 * 1024
+PACE_SECONDS = 0.02
 
 
 class BodyCounter:
@@ -60,7 +61,9 @@ def send_until_answered(port: int, head: str, body_pieces) -> tuple[bytes, int]:
         sock.sendall(head.encode())
         response = b""
         for piece in body_pieces:
-            readable, _, _ = select.select([sock], [], [], 0)
+            # Paced (about 3 MB/s), so the client, not the socket buffers, decides how much goes out
+            # before an early answer can arrive.
+            readable, _, _ = select.select([sock], [], [], PACE_SECONDS)
             if readable:
                 break
             try:
@@ -117,7 +120,7 @@ def test_unauthenticated_50mb_post_is_401_without_the_body_being_read(live, toke
     assert _status(response) == 401
     assert b"application/problem+json" in response and b"API token" in response
     assert counter.received == before, "the application read body bytes of an unauthenticated request"
-    assert sent < BIG // 4, f"the client had to send {sent} of {BIG} bytes before the 401"
+    assert sent < BIG // 10, f"the client had to send {sent} of {BIG} bytes before the 401"
 
 
 def test_authenticated_oversized_json_is_413_by_content_length(live):
@@ -138,7 +141,7 @@ def test_authenticated_oversized_chunked_json_is_413_while_streaming(live):
     assert _status(response) == 413 and b"application/problem+json" in response
     # Stopped within one server read of the cap, not after the 50 MB on offer.
     assert counter.received - before <= 2 * MAX_JSON_BODY_BYTES, counter.received - before
-    assert sent < BIG // 4  # the rest never left the client: only socket buffers filled
+    assert sent < BIG // 10
 
 
 def test_json_body_under_the_cap_still_reaches_the_api(client):
