@@ -10,7 +10,7 @@ from backend.auth.dependencies import current_token
 from backend.auth.middleware import TokenMiddleware
 from backend.body_limit import BodyLimitMiddleware
 from backend.errors import install_error_handlers, problem_openapi
-from backend.params import reject_unknown_query
+from backend.params import reject_nul_text, reject_unknown_query
 
 FRONTEND = Path(__file__).resolve().parent.parent / "frontend"
 PUBLIC_API = ("/api/health",)  # and everything under them; the rest of /api/* needs a token
@@ -42,7 +42,7 @@ def create_app() -> FastAPI:
 
     app.include_router(health_router, prefix="/api")  # public: see PUBLIC_API
 
-    protected = [Depends(current_token), Depends(reject_unknown_query)]
+    protected = [Depends(current_token), Depends(reject_unknown_query), Depends(reject_nul_text)]
     for router in (pools_router, probes_router, jobs_router, subsets_router, models_router, runs_router,
                    experiments_router):
         app.include_router(router, prefix="/api", dependencies=protected)

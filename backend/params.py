@@ -8,6 +8,7 @@ is refused by validation (422) instead of reaching the driver (`integer out of r
 the bound follows the table: widening a column in a migration widens the API with it.
 """
 
+import contextlib
 from typing import Annotated, Any
 
 from fastapi import Path, Query, Request
@@ -64,3 +65,27 @@ def _query_names(dependant: Dependant) -> set[str]:
     for sub in dependant.dependencies:
         names |= _query_names(sub)
     return names
+
+
+async def reject_nul_text(request: Request) -> None:
+    """Refuse text holding NUL (U+0000) in the query or a JSON body: Postgres cannot store it, so it
+    would fail deep in a query (a 500) instead of being named here as the input to fix (422)."""
+    places = [("query", key) for key, value in request.query_params.multi_items() if "\x00" in key + value]
+    if request.headers.get("content-type", "").split(";")[0].strip() == "application/json":
+        with contextlib.suppress(ValueError):  # not JSON: FastAPI answers that itself
+            places += [("body", *loc) for loc in _nul_locations(await request.json())]
+    if places:
+        raise RequestValidationError([{"type": "string_nul", "loc": loc, "input": None,
+                                       "msg": "Text cannot contain the NUL character (\\u0000); remove it"}
+                                      for loc in places])
+
+
+def _nul_locations(value: Any, loc: tuple = ()) -> list[tuple]:
+    if isinstance(value, str):
+        return [loc] if "\x00" in value else []
+    if isinstance(value, dict):
+        return [found for key, item in value.items()
+                for found in ([(*loc, key)] if "\x00" in key else []) + _nul_locations(item, (*loc, key))]
+    if isinstance(value, list):
+        return [found for index, item in enumerate(value) for found in _nul_locations(item, (*loc, index))]
+    return []

@@ -51,6 +51,18 @@ def test_unknown_query_parameter_is_422_not_ignored(client):
     assert body["errors"][0]["loc"] == ["query", "probeid"] and "probe_id" in body["detail"]
 
 
+def test_nul_text_is_422_not_a_database_500(client):
+    # Postgres text cannot hold U+0000: named as the input to fix, before any query runs.
+    subset_id = make_subset()
+    run = client.post("/api/runs", json={"subset_id": subset_id, "preset": "quick_cpu", "settings": {"max_steps": 1}})
+    body = assert_problem(client.get(f"/api/runs/{run.json()['id']}/metrics?keys=a%00b"), 422)
+    assert body["errors"][0]["loc"] == ["query", "keys"] and "NUL" in body["detail"]
+    body = assert_problem(client.post("/api/subsets", json={
+        "probe_id": 1, "strategy": "hard", "budget": {"kind": "count", "value": 1}, "name": "a\x00b"}), 422)
+    assert body["errors"][0]["loc"] == ["body", "name"]
+    client.post(f"/api/jobs/{run.json()['job']['id']}/cancel")
+
+
 def test_unparsable_json_is_400(client):
     body = assert_problem(client.post("/api/subsets", content=b'{"probe_id": 1,', headers={
         "content-type": "application/json"}), 400)
