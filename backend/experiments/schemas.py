@@ -40,12 +40,12 @@ class ExperimentRead(BaseModel):
     n: int
     strategies: list[str]
     settings: dict[str, Any]
-    status: str
-    created_at: datetime
     probe_model: str | None = Field(description="The model the probe was probed with")
     forecast_applies: bool = Field(description="False when the runs train another model or grade otherwise than "
                                                "the probe, so its difficulty forecast does not describe them")
     forecast_caveats: list[str]
+    status: str
+    created_at: datetime
     runs: list[RunRead]
 
 
@@ -66,7 +66,7 @@ class CompareRow(BaseModel):
     final_accuracy: float | None
     gain: float | None
     learnable_pct: float | None
-    predicted_learnable_share: float
+    predicted_learnable_share: float | None
     measured_learnable_share: float | None
     ood: dict[str, float]
     ood_base: dict[str, float]
