@@ -56,6 +56,12 @@ class FitRead(BaseModel):
     n_points: int
 
 
+_PREDICTED = ("The subset's predicted learnable share at step 0, recorded when it was frozen (before training moves "
+              "pass rates, so not the same quantity as the measured mean over steps); None for label-free subsets")
+_PREDICTED_BOUND = ("95% posterior interval of the predicted learnable share at step 0 ({}); None for label-free "
+                    "subsets and for subsets frozen before the interval was recorded")
+
+
 class CompareRow(BaseModel):
     run_id: int
     experiment_id: int | None
@@ -66,8 +72,11 @@ class CompareRow(BaseModel):
     final_accuracy: float | None
     gain: float | None
     learnable_pct: float | None
-    predicted_learnable_share: float | None
-    measured_learnable_share: float | None
+    predicted_learnable_share: float | None = Field(description=_PREDICTED)
+    predicted_learnable_share_low: float | None = Field(description=_PREDICTED_BOUND.format("lower end"))
+    predicted_learnable_share_high: float | None = Field(description=_PREDICTED_BOUND.format("upper end"))
+    measured_learnable_share: float | None = Field(description="Measured share of GRPO groups with mixed rewards, "
+                                                               "mean over the run's steps")
     ood: dict[str, float]
     ood_base: dict[str, float]
     subset_id: int

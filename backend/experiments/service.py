@@ -157,6 +157,8 @@ def _compare_row(session: Session, run: Run) -> tuple[CompareRow, dict]:
         status=runs.run_job(session, run).status,
         n=subset.n, base_accuracy=summary.base_accuracy, final_accuracy=summary.final_accuracy, gain=summary.gain,
         learnable_pct=summary.learnable_pct, predicted_learnable_share=subset.predicted_learnable_share,
+        predicted_learnable_share_low=subset.predicted_learnable_share_low,
+        predicted_learnable_share_high=subset.predicted_learnable_share_high,
         measured_learnable_share=summary.measured_learnable_share, ood=ood, ood_base=ood_base, subset_id=subset.id,
         seed=run.seed, settings=run.settings, library_versions=run.library_versions)
     return row, series

@@ -37,6 +37,8 @@ _SHARE = ("Predicted learnable share at step 0: the expected share of GRPO group
           "rewards on the probed model, before training moves its pass rates (beta-binomial posterior per prompt, "
           "prior fitted to the probe). None for label-free probes: agreement is not a success rate")
 _SHARE_BOUND = "95% posterior interval of the predicted learnable share at step 0 ({}); None for label-free probes"
+_FROZEN_BOUND = ("95% posterior interval of the predicted learnable share at step 0 ({}), recorded when the subset "
+                 "was frozen; None for label-free subsets and for subsets frozen before the interval was recorded")
 
 
 class ComparisonRow(BaseModel):
@@ -98,5 +100,7 @@ class SubsetRead(BaseModel):
     band_high: float | None
     difficulty_basis: DifficultyBasis = Field(description=_BASIS)
     predicted_learnable_share: float | None = Field(description=_SHARE + " (recorded when the subset was frozen)")
+    predicted_learnable_share_low: float | None = Field(description=_FROZEN_BOUND.format("lower end"))
+    predicted_learnable_share_high: float | None = Field(description=_FROZEN_BOUND.format("upper end"))
     mean_pass_rate: float | None
     created_at: datetime

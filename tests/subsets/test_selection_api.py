@@ -92,6 +92,12 @@ def test_freeze_and_export_in_every_format(client, probed_pool):
     preview = client.post("/api/selections/preview", json=body(probed_pool.probe_id, value=12)).json()
     assert subset["difficulty_basis"] == "pass_rate"
     assert subset["predicted_learnable_share"] == pytest.approx(preview["predicted_learnable_share"])
+    # The 95% interval at step 0 is stored with the subset and read back around the share.
+    read = client.get(f"/api/subsets/{subset['id']}").json()
+    for end in ("low", "high"):
+        assert read[f"predicted_learnable_share_{end}"] == pytest.approx(preview[f"predicted_learnable_share_{end}"])
+    assert read["predicted_learnable_share_low"] < read["predicted_learnable_share"] < \
+        read["predicted_learnable_share_high"]
 
     jsonl = client.get(f"/api/subsets/{subset['id']}/export?format=jsonl")
     assert jsonl.status_code == 200
@@ -153,6 +159,7 @@ def test_label_free_subset_reads_as_agreement_with_no_forecast(client, service_e
     assert frozen.status_code == 201, frozen.text
     subset = frozen.json()
     assert subset["difficulty_basis"] == "agreement" and subset["predicted_learnable_share"] is None
+    assert subset["predicted_learnable_share_low"] is None and subset["predicted_learnable_share_high"] is None
     assert client.get(f"/api/subsets/{subset['id']}").json() == subset
     listed = client.get(f"/api/subsets?probe_id={label_free.probe_id}").json()
     assert listed == [subset]
