@@ -1,7 +1,8 @@
 """A cap on request bodies, checked before routing: by Content-Length at once, and while streaming
 (chunked bodies have no length), so a client cannot make the API buffer or parse megabytes of JSON.
 
-The pool upload is exempt: it streams to disk and enforces BUDGETLAB_MAX_UPLOAD_BYTES itself.
+The pool upload (multipart) is exempt: it streams to disk and enforces BUDGETLAB_MAX_UPLOAD_BYTES itself;
+anything else sent to its path is capped like any JSON body.
 """
 
 from starlette.exceptions import HTTPException
@@ -30,10 +31,14 @@ class BodyLimitMiddleware:
                  exempt: frozenset[tuple[str, str]] = frozenset()):
         self.app = app
         self.limit = limit
-        self.exempt = exempt  # (method, path) pairs with a limit of their own
+        self.exempt = exempt  # (method, path) of multipart uploads with a limit of their own
+
+    def _is_exempt(self, scope: Scope) -> bool:
+        content_type = next((value for name, value in scope["headers"] if name == b"content-type"), b"")
+        return (scope["method"], scope["path"]) in self.exempt and content_type.startswith(b"multipart/form-data")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or (scope["method"], scope["path"]) in self.exempt:
+        if scope["type"] != "http" or self._is_exempt(scope):
             await self.app(scope, receive, send)
             return
         length = next((value for name, value in scope["headers"] if name == b"content-length"), None)

@@ -2,6 +2,8 @@
 
 Public (no token) so a load balancer and the sign-in page can read it; it shows counts, not names."""
 
+import logging
+
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
@@ -9,6 +11,7 @@ from backend.database import SessionDep
 from backend.settings import get_settings
 from backend.workers.service import alive_workers
 
+log = logging.getLogger(__name__)
 router = APIRouter(tags=["health"])
 
 
@@ -35,8 +38,10 @@ def _broker_health() -> BrokerHealth:
 
     try:
         return BrokerHealth(reachable=True, queue_depth=queue_depths())
-    except Exception as exc:  # any failure to reach it is the answer, not an error of this endpoint
-        return BrokerHealth(reachable=False, error=f"{type(exc).__name__}: {exc}"[:300])
+    except Exception:  # any failure to reach it is the answer, not an error of this endpoint
+        # The health check is public: the broker's address stays in the log.
+        log.warning("health: the broker cannot be reached", exc_info=True)
+        return BrokerHealth(reachable=False, error="The broker cannot be reached; the API log has the details.")
 
 
 @router.get("/health")
@@ -51,6 +56,6 @@ def health(session: SessionDep) -> Health:
                    + (f" ({waiting} task{'s' if waiting != 1 else ''} waiting)." if waiting else ".")
                    + " Start one with `budgetlab worker` (or restart `budgetlab serve`).")
     elif not broker.reachable:
-        message = f"The broker cannot be reached, so new jobs cannot be queued: {broker.error}"
+        message = "The broker cannot be reached, so new jobs cannot be queued; the API log has the details."
     return Health(status="ok" if workers and broker.reachable else "degraded",
                   workers=WorkersHealth(alive=len(workers), queues=queues), broker=broker, message=message)

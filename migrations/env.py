@@ -55,10 +55,6 @@ def _check_foreign_keys(connection) -> None:
 
 
 def run_migrations_online() -> None:
-    connection = config.attributes.get("connection")
-    if connection is not None:
-        _run(connection)
-        return
     url = _url()
     sqlite = url.startswith("sqlite")
     engine = _sqlite_migration_engine(url) if sqlite else make_engine(url)

@@ -163,6 +163,16 @@ def test_the_upload_is_not_capped_at_one_mib(client):
     client.delete(f"/api/pools/{response.json()['id']}")
 
 
+def test_json_sent_to_the_upload_path_is_capped_like_any_json(live):
+    # Only a multipart upload has its own limit; a JSON body to the same path must not be read whole.
+    port, counter = live
+    before = counter.received
+    response, sent = send_until_answered(port, _head("/api/pools", token=ADMIN_TOKEN, length=None),
+                                         _chunked(_json_pieces(BIG)))
+    assert _status(response) == 413 and b"application/problem+json" in response
+    assert counter.received - before <= 2 * MAX_JSON_BODY_BYTES, counter.received - before
+
+
 def test_health_and_docs_need_no_token(client):
     anonymous = {"Authorization": ""}
     for path in ("/api/health", "/openapi.json", "/docs"):

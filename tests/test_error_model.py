@@ -28,6 +28,14 @@ def test_ids_beyond_their_column_are_422_not_500(client, path):
     assert body["errors"] and all({"loc", "msg", "type"} <= set(e) for e in body["errors"])
 
 
+def test_a_page_offset_beyond_64_bits_is_422_and_past_the_end_is_empty(client):
+    pool = client.post("/api/pools", files={"file": ("o.jsonl", b'{"prompt": "1+1?"}\n')}).json()
+    assert_problem(client.get(f"/api/pools/{pool['id']}/prompts", params={"offset": 10**20}), 422)
+    page = client.get(f"/api/pools/{pool['id']}/prompts", params={"offset": INT64_MAX})
+    assert page.status_code == 200 and page.json()["items"] == [], page.text
+    client.delete(f"/api/pools/{pool['id']}")
+
+
 def test_body_ids_and_seeds_beyond_their_column_are_422(client):
     subset_id = make_subset()
     for path, body in (("/api/probes", {"pool_id": INT32_MAX + 1}), ("/api/runs", {"subset_id": 2**40}),

@@ -1,6 +1,7 @@
 """The Celery app. Light on purpose: the API imports it to enqueue tasks by name, and it never
 imports torch, transformers or vLLM (the tasks import them lazily)."""
 
+import time
 from functools import lru_cache
 
 from celery import Celery
@@ -59,9 +60,10 @@ def declare_queues() -> None:
                 for name in QUEUES:
                     Queue(name, routing_key=name).bind(connection.default_channel).declare()
             return
-        except (IntegrityError, OperationalError):  # another process declared it at the same moment
+        except (IntegrityError, OperationalError):  # declared at the same moment, or the file is locked
             if attempt == 4:
                 raise
+            time.sleep(0.2 * 2**attempt)
 
 
 def queue_depths() -> dict[str, int]:

@@ -29,7 +29,7 @@ from starlette.requests import ClientDisconnect
 
 from backend.database import SessionDep
 from backend.errors import AppError
-from backend.params import PathId, QueryId
+from backend.params import INT64_MAX, PathId, QueryId
 from backend.pools import service
 from backend.pools.ingest import EXTENSIONS, FORMATS, IngestError, resolve_format
 from backend.pools.presets import PRESETS, resolve_upload_options
@@ -402,7 +402,7 @@ def list_prompts(
                                                     "first (unscored prompts last)")] = "position",
     probe_id: QueryId(Probe, "Probe", "whose scores; default: the newest probe that succeeded") = None,
     limit: Annotated[int, Query(ge=1, le=service.MAX_PAGE)] = 50,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=INT64_MAX)] = 0,
 ) -> PromptPage:
     return service.list_prompts(session, pool_id, order=order, probe_id=probe_id, limit=limit, offset=offset)
 

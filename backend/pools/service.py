@@ -309,9 +309,7 @@ def list_prompts(
     pool = get_pool(session, pool_id)
     if order not in ("position", "difficulty", "-difficulty"):
         raise AppError(422, f"Unknown order {order!r}; use position, difficulty or -difficulty.")
-    if limit < 1 or offset < 0:
-        raise AppError(422, "limit must be at least 1 and offset at least 0.")
-    limit = min(limit, MAX_PAGE)
+    limit = min(limit, MAX_PAGE)  # limit and offset are bounded by the router's schema
     if probe_id is None:
         probe_id = latest_scored_probe_id(session, pool_id)
     else:
