@@ -122,7 +122,7 @@ export function trainingForm(ctx) {
       models.unshift({ name: state.probeModel, description: "the probe's model (a checkpoint directory)" });
     }
     replace(model, models.map((m) => h("option", { value: m.name, title: m.description },
-      m.name === state.probeModel ? `${m.name} (the probe's)` : m.name)));
+      m.name === state.probeModel ? probeLabel(m.name) : m.name)));
     if (chosen) model.value = chosen;
     syncModel();
   }
@@ -179,17 +179,21 @@ export function trainingForm(ctx) {
 
   // The probe whose subsets are trained: its model becomes the default.
   function setProbe(probe) {
+    // Only the current probe's model is labelled: the previous probe's goes back to its plain name.
+    const previous = [...model.options].find((o) => o.value === state.probeModel);
+    if (previous) previous.textContent = previous.value;
     state.probeModel = probe ? probe.model : null;
-    if (state.probeModel && ![...model.options].some((o) => o.value === state.probeModel)) {
-      model.prepend(h("option", { value: state.probeModel }, `${state.probeModel} (the probe's)`));
-    } else {
-      const option = [...model.options].find((o) => o.value === state.probeModel);
-      if (option) option.textContent = `${state.probeModel} (the probe's)`;
-    }
+    const option = [...model.options].find((o) => o.value === state.probeModel);
+    if (option) option.textContent = probeLabel(state.probeModel);
+    else if (state.probeModel) model.prepend(h("option", { value: state.probeModel }, probeLabel(state.probeModel)));
     syncModel();
   }
 
   return { element, settings, request, setProbe, preset: () => preset.value };
+}
+
+function probeLabel(modelName) {
+  return `${modelName} (the probe's)`;
 }
 
 function poolLabel(pool) {

@@ -44,6 +44,8 @@ export const fmt = {
   pct: (x, digits = 1) => (isNum(x) ? `${(x * 100).toFixed(digits)}%` : "–"),
   int: (x) => (isNum(x) ? x.toLocaleString("en-US") : "–"),
   // "0.25 [0.07, 0.59]": a pass rate with its 95% Wilson interval
+  // "30%–52%": the 95% posterior interval of a predicted learnable share; "" when none was recorded
+  interval: (lo, hi) => (isNum(lo) && isNum(hi) ? `${(lo * 100).toFixed(0)}%–${(hi * 100).toFixed(0)}%` : ""),
   wilson: (p, lo, hi) => (isNum(p)
     ? (isNum(lo) && isNum(hi) ? `${p.toFixed(2)} [${lo.toFixed(2)}, ${hi.toFixed(2)}]` : p.toFixed(2))
     : "–"),
@@ -93,6 +95,15 @@ export function stat(label, value, { id, big, hint } = {}) {
 
 export function emptyState(text) {
   return h("div", { class: "empty" }, text);
+}
+
+// A predicted learnable share at step 0 followed by its muted 95% interval. Label-free subsets have no share;
+// subsets frozen before intervals were recorded have a share alone.
+export function forecastShare(share, low, high, { strong = false } = {}) {
+  const interval = isNum(share) ? fmt.interval(low, high) : "";
+  return h("span", { class: "forecast-share nowrap" },
+    h("span", { class: strong ? "strong" : null }, fmt.pct(share)),
+    interval && " ", interval && h("span", { class: "muted small share-interval", title: "95% interval" }, interval));
 }
 
 export function badge(text, kind = "") {

@@ -26,6 +26,12 @@ def problems_other_than_expected_401(page: Page) -> list[str]:
     return [p for p in page.problems if "401" not in p]
 
 
+def forecast_text(row: dict) -> str:
+    """A predicted learnable share at step 0 and its 95% interval as the pages show them: "41.2% 30%–52%"."""
+    low, share, high = (row[f"predicted_learnable_share{end}"] * 100 for end in ("_low", "", "_high"))
+    return f"{share:.1f}% {low:.0f}%–{high:.0f}%"
+
+
 def test_wrong_token_shows_the_error(page: Page, server: str) -> None:
     page.goto(f"{server}/#/signin")
     page.fill("#token-input", "not-a-real-token")
@@ -135,6 +141,11 @@ def test_probe_plan_freeze_export(page: Page, server: str, worker, tmp_path: Pat
     assert subset["n"] == 5 and subset["strategy"] == "hard"
     expect(page.locator("#frozen-subset")).to_be_visible()
     expect(page.locator(f"#subset-table tr[data-subset-id='{subset['id']}']")).to_be_visible()
+    # The frozen subset shows its forecast at step 0 with the 95% interval, in the card and in the list.
+    forecast = forecast_text(subset)
+    expect(page.locator("#frozen-forecast")).to_contain_text(f"predicted learnable share at step 0 {forecast}")
+    expect(page.locator(f"#subset-table tr[data-subset-id='{subset['id']}']")).to_contain_text(forecast)
+    expect(page.locator("#subset-table thead")).to_contain_text("at step 0")
 
     with page.expect_download() as download_info:
         page.click("#export-jsonl")

@@ -22,6 +22,7 @@ from tests.frontend.conftest import (
     probe_pool,
     sign_in,
 )
+from tests.frontend.test_browser import forecast_text
 
 pytest.importorskip("playwright.sync_api")
 from playwright.sync_api import Page, expect
@@ -234,10 +235,18 @@ def test_experiment_from_the_planner_to_the_comparison(page: Page, server: str, 
     expect(page.locator("#compare-r2")).to_contain_text("R²")
     compare_rows = page.locator("#compare-table > tbody > tr[data-run-id]")  # each with a hidden reproduce row
     expect(compare_rows).to_have_count(3)
+    table = api_get(page, server, f"/api/experiments/{experiment['id']}/compare")["table"]
+    expect(page.locator("#compare-table thead")).to_contain_text("Predicted learnable share (step 0)")
+    expect(page.locator("#compare-table thead")).to_contain_text("Measured learnable share (mean over steps)")
     for strategy in STRATEGIES:
         row = page.locator(f"#compare-table > tbody > tr[data-strategy='{strategy}']")
         expect(row).to_contain_text("%")
         expect(row).to_contain_text("pts")
+        # The step-0 forecast with its 95% interval, next to the measured mean over steps.
+        [api_row] = [r for r in table if r["strategy"] == strategy]
+        expect(row.locator("[data-col=predicted-share]")).to_have_text(forecast_text(api_row))
+        measured = api_row["measured_learnable_share"] * 100
+        expect(row.locator("[data-col=measured-share]")).to_have_text(f"{measured:.1f}%")
     reproduce = page.locator(f"#reproduce-{last}")
     expect(reproduce).to_be_hidden()
     page.click(f"[data-testid=reproduce-toggle-{last}]")
@@ -250,4 +259,23 @@ def test_experiment_from_the_planner_to_the_comparison(page: Page, server: str, 
     # The experiments list links to it.
     page.click("#nav-experiments")
     expect(page.locator(f"#experiment-list tr[data-experiment-id='{experiment['id']}']")).to_be_visible()
+    assert page.problems == []
+
+
+def test_switching_probes_moves_the_probe_label_to_the_new_model(page: Page, server: str) -> None:
+    """Only the current probe's model option reads "(the probe's)": the previous probe's loses it."""
+    sign_in(page, server)
+    labels = page.evaluate("""async ([first, second]) => {
+        const { trainingForm } = await import("/static/training.js");
+        const form = trainingForm({ alive: true });
+        const model = form.element.querySelector("#training-model");
+        while (![...model.options].some((o) => o.value === first)) await new Promise((r) => setTimeout(r, 50));
+        form.setProbe({ model: first });
+        form.setProbe({ model: second });
+        form.setProbe({ model: "/checkpoints/tuned" });  // not listed: added with the label
+        form.setProbe({ model: first });
+        return [...model.options].map((o) => o.textContent);
+    }""", [TINY_MODEL, "SmolLM2-135M-Instruct"])
+    assert [label for label in labels if "(the probe's)" in label] == [f"{TINY_MODEL} (the probe's)"], labels
+    assert "SmolLM2-135M-Instruct" in labels and "/checkpoints/tuned" in labels
     assert page.problems == []

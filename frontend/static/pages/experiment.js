@@ -3,7 +3,7 @@
 import { api } from "../api.js";
 import { h, replace } from "../dom.js";
 import {
-  ACTIVE_STATUSES, card, emptyState, fmt, notify, renderFigure, reportError, startPolling, statusBadge,
+  ACTIVE_STATUSES, card, emptyState, fmt, forecastShare, notify, renderFigure, reportError, startPolling, statusBadge,
 } from "../ui.js";
 
 export async function renderExperiment(ctx, experimentId) {
@@ -104,7 +104,10 @@ export async function renderExperiment(ctx, experimentId) {
         h("th", null, "Strategy"), h("th", { class: "num" }, "N"), h("th", { class: "num" }, "Base acc"),
         h("th", { class: "num" }, "Final acc"), h("th", { class: "num" }, "Gain"),
         h("th", { class: "num", title: "Share of training steps with mixed rewards in some group" }, "Learnable %"),
-        h("th", { class: "num", title: "Predicted from the probe vs measured during training (mean over steps)" }, "Learnable share: predicted / measured"),
+        h("th", { class: "num", title: "Forecast from the probe before training, with its 95% interval; none for label-free "
+          + "subsets, no interval for subsets frozen before it was recorded" }, "Predicted learnable share (step 0)"),
+        h("th", { class: "num", title: "Measured during training: share of groups with mixed rewards, mean over the "
+          + "training steps (training moves pass rates, so it can drift from the step-0 forecast)" }, "Measured learnable share (mean over steps)"),
         h("th", null, "OOD pass@k"), h("th", null, "Reproduce"))),
       h("tbody", null, rows.map((row) => [h("tr", { "data-run-id": row.run_id, "data-strategy": row.strategy },
         h("td", { class: "nowrap" }, h("a", { href: `#/runs/${row.run_id}`, class: "strong" }, row.strategy), " ", statusBadge(row.status)),
@@ -113,7 +116,9 @@ export async function renderExperiment(ctx, experimentId) {
         h("td", { class: "num" }, fmt.pct(row.final_accuracy)),
         h("td", { class: `num nowrap ${gainClass(row.gain)}`.trim() }, gainText(row.gain)),
         h("td", { class: "num" }, row.learnable_pct == null ? "–" : `${fmt.num(row.learnable_pct, 0)}%`),
-        h("td", { class: "num nowrap" }, `${fmt.pct(row.predicted_learnable_share)} / ${fmt.pct(row.measured_learnable_share)}`),
+        h("td", { class: "num", "data-col": "predicted-share" },
+          forecastShare(row.predicted_learnable_share, row.predicted_learnable_share_low, row.predicted_learnable_share_high)),
+        h("td", { class: "num", "data-col": "measured-share" }, fmt.pct(row.measured_learnable_share)),
         h("td", { class: "small" }, oodText(row.ood, row.ood_base)),
         h("td", null, reproduceToggle(row))), reproduceRow(row)]))));
   }
@@ -122,7 +127,7 @@ export async function renderExperiment(ctx, experimentId) {
   // the run's last cell. Open rows stay open across polls.
   function reproduceRow(row) {
     return h("tr", { class: "reproduce-row", id: `reproduce-${row.run_id}`, hidden: !state.openDetails.has(row.run_id) },
-      h("td", { colspan: "9" },
+      h("td", { colspan: "10" },
         h("h3", null, "Subset and seed"), kvGrid([["subset_id", row.subset_id], ["seed", row.seed], ["run", `#${row.run_id}`]]),
         h("h3", null, "Settings"), kvGrid(Object.entries(row.settings || {})),
         h("h3", null, "Library versions"), kvGrid(Object.entries(row.library_versions || {}))));

@@ -1,7 +1,8 @@
 import { ApiError, api, download } from "../api.js";
 import { h, replace } from "../dom.js";
 import {
-  badge, card, clearError, debounce, emptyState, field, fmt, notify, renderFigure, reportError, select, statusBadge,
+  badge, card, clearError, debounce, emptyState, field, fmt, forecastShare, notify, renderFigure, reportError, select,
+  statusBadge,
 } from "../ui.js";
 import { trainingForm } from "../training.js";
 import { difficultyBar, fetchPool } from "./pool.js";
@@ -176,7 +177,7 @@ export async function renderPlanner(ctx, probeId) {
     share.textContent = fmt.pct(r.predicted_learnable_share);
     shareLabel.textContent = agreement ? "no learnable-share forecast (label-free)" : "predicted learnable share at step 0";
     shareInterval.textContent = agreement ? "needs pass rates: label the prompts"
-      : `95% interval ${fmt.pct(r.predicted_learnable_share_low)} – ${fmt.pct(r.predicted_learnable_share_high)}, before training`;
+      : `95% interval ${fmt.interval(r.predicted_learnable_share_low, r.predicted_learnable_share_high)}, before training`;
     meanPass.textContent = fmt.num(agreement ? r.mean_agreement : r.mean_pass_rate);
     meanPassLabel.textContent = agreement ? "mean agreement" : "mean pass rate";
     warning.hidden = !r.warning;
@@ -209,9 +210,8 @@ export async function renderPlanner(ctx, probeId) {
           !agreement && h("td", { class: "num" },
             h("span", { class: "share-cell" },
               h("span", { class: "diff-track wide" }, h("span", { class: "diff-fill share", style: { width: `${Math.round((row.predicted_learnable_share || 0) * 100)}%` } })),
-              h("span", { class: row.predicted_learnable_share != null && row.predicted_learnable_share === best ? "strong" : "" }, fmt.pct(row.predicted_learnable_share)),
-              row.predicted_learnable_share != null && h("span", { class: "muted small nowrap share-interval" },
-                `${fmt.pct(row.predicted_learnable_share_low, 0)}–${fmt.pct(row.predicted_learnable_share_high, 0)}`))),
+              forecastShare(row.predicted_learnable_share, row.predicted_learnable_share_low, row.predicted_learnable_share_high,
+                { strong: row.predicted_learnable_share != null && row.predicted_learnable_share === best }))),
           h("td", { class: "num" }, fmt.num(agreement ? row.mean_agreement : row.mean_pass_rate)),
           h("td", { class: "num" }, fmt.num(row.mean_difficulty)),
           h("td", { class: "num" }, fmt.pct(row.overlap_with_hard, 0)));
@@ -292,10 +292,12 @@ export async function renderPlanner(ctx, probeId) {
     frozen.hidden = false;
     replace(frozen, h("div", { class: "frozen" },
       h("div", { class: "frozen-head" }, badge("frozen", "ok"), h("span", { class: "strong", id: "frozen-name" }, subset.name), h("span", { class: "muted" }, ` · subset #${subset.id}`)),
-      h("p", { class: "muted small" },
+      h("p", { class: "muted small", id: "frozen-forecast", "data-testid": "frozen-forecast" },
         subset.difficulty_basis === "agreement"
           ? `${fmt.int(subset.n)} prompts · ${subset.strategy} · label-free: ranked by agreement, no learnable-share forecast`
-          : `${fmt.int(subset.n)} prompts · ${subset.strategy} · predicted learnable share at step 0 ${fmt.pct(subset.predicted_learnable_share)} · mean pass rate ${fmt.num(subset.mean_pass_rate)}`),
+          : [`${fmt.int(subset.n)} prompts · ${subset.strategy} · predicted learnable share at step 0 `,
+            forecastShare(subset.predicted_learnable_share, subset.predicted_learnable_share_low, subset.predicted_learnable_share_high),
+            ` · mean pass rate ${fmt.num(subset.mean_pass_rate)}`]),
       exportButtons(subset, true),
       h("div", { class: "row train-row" }, trainButton(subset),
         h("span", { class: "muted small" }, "with the training settings under “Launch experiment”"))));
@@ -362,7 +364,7 @@ export async function renderPlanner(ctx, probeId) {
       replace(subsetList, subsets.length === 0 ? emptyState("No frozen subsets yet.")
         : h("div", { class: "table-scroll" }, h("table", { class: "table", id: "subset-table", "data-testid": "subset-table" },
           h("thead", null, h("tr", null, h("th", null, "#"), h("th", null, "Name"), h("th", null, "Strategy"), h("th", { class: "num" }, "N"),
-            h("th", null, "Budget"), h("th", { class: "num", title: `Predicted learnable share ${SHARE_HINT} None for label-free probes.` }, "Predicted learnable at step 0"),
+            h("th", null, "Budget"), h("th", { class: "num", title: `Predicted learnable share ${SHARE_HINT} With its 95% interval; none for label-free probes.` }, "Predicted learnable at step 0"),
             h("th", null, "Created"), h("th", null, "Export"))),
           h("tbody", null, subsets.map((s) => h("tr", { "data-subset-id": s.id },
             h("td", { class: "muted" }, s.id),
@@ -370,7 +372,7 @@ export async function renderPlanner(ctx, probeId) {
             h("td", null, s.strategy, s.strategy === "band" ? h("span", { class: "muted small" }, ` [${s.band_low}, ${s.band_high}]`) : null),
             h("td", { class: "num" }, fmt.int(s.n)),
             h("td", { class: "muted nowrap" }, budgetText(s)),
-            h("td", { class: "num" }, fmt.pct(s.predicted_learnable_share)),
+            h("td", { class: "num" }, forecastShare(s.predicted_learnable_share, s.predicted_learnable_share_low, s.predicted_learnable_share_high)),
             h("td", { class: "muted nowrap" }, fmt.date(s.created_at)),
             h("td", null, exportButtons(s, false))))))));
     } catch (err) {
