@@ -35,6 +35,7 @@ bench: $(STAMP)
 	$(PY) bench/ingest_speed.py
 	$(PY) bench/preview_speed.py
 	$(PY) bench/probe_speed.py
+	$(PY) bench/sqlite_autoincrement.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
