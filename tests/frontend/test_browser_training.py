@@ -110,6 +110,12 @@ def test_bad_setting_shows_the_error_and_a_single_run_can_be_cancelled(page: Pag
     assert bad_run.value.status == 422, bad_run.value.text()
     expect(page.locator("#error-text")).to_contain_text("max_steps")
     assert api_get(page, server, "/api/runs") == runs_before
+    # A preview finishing afterwards (editing the budget, or leaving its field, triggers one) leaves that
+    # message alone: it clears only its own.
+    with page.expect_response(lambda r: r.url.endswith("/api/selections/preview")) as late_preview:
+        page.fill("#budget-value", "4")
+    assert late_preview.value.status == 200
+    expect(page.locator("#error-text")).to_contain_text("max_steps")
 
     page.fill("#training-steps", "1")
     with page.expect_response(lambda r: r.url.endswith("/api/runs") and r.request.method == "POST") as started:

@@ -145,17 +145,22 @@ export async function renderPlanner(ctx, probeId) {
     card("Frozen subsets of this probe", { id: "subsets-card" }, subsetList));
 
   // ---------- preview ----------
+  // A preview clears only its own earlier error: one finishing late (e.g. after typing a subset name)
+  // must not wipe the message of a freeze, training or experiment request shown meanwhile.
+  let previewFailed = false;
   async function preview() {
     const seq = ++state.seq;
     updating.textContent = "updating…";
     try {
       const result = await api("/api/selections/preview", { method: "POST", json: body() });
       if (!ctx.alive || seq !== state.seq) return;
-      clearError();
+      if (previewFailed) clearError();
+      previewFailed = false;
       state.last = result;
       renderPreview(result);
     } catch (err) {
       if (!ctx.alive || seq !== state.seq) return;
+      previewFailed = true;
       reportError(err);
     } finally {
       if (seq === state.seq) updating.textContent = "";
