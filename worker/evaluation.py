@@ -14,7 +14,7 @@ from contextlib import AbstractContextManager
 
 from sqlmodel import Session, select
 
-from backend.curation.grading import extract_answer, is_correct, parse_options
+from backend.curation.grading import grade
 from backend.database import session_scope
 from backend.jobs.service import set_message
 from backend.jobs.tables import Job, JobStatus
@@ -76,23 +76,16 @@ def sampled_completions(model, tokenizer, questions: list[str], *, k: int, max_n
     return [texts[i:i + k] for i in range(0, len(texts), k)]
 
 
-def graded(text: str, gold: str, task_type: str, policy: str, question: str | None = None) -> bool:
-    """One completion graded as probing grades it: under ``policy``, a choice question's options known."""
-    options = parse_options(question) if task_type == "choice" and question else None
-    return is_correct(extract_answer(text, task_type, policy=policy, options=options), gold, task_type,
-                      policy=policy, options=options)
-
-
 def accuracy(completions: list[str], prompts, policy: str) -> float:
     """Share correct; ``prompts`` is the PromptSet the completions answer, in order."""
-    results = [graded(text, gold, prompts.task_type, policy, question)
+    results = [grade(text, gold, prompts.task_type, policy, question)
                for text, gold, question in zip(completions, prompts.golds, prompts.questions, strict=True)]
     return sum(results) / len(results) if results else 0.0
 
 
 def pass_at_k(groups: list[list[str]], prompts, policy: str) -> float:
     """Share of the PromptSet's questions with at least one correct completion among their k."""
-    solved = [any(graded(text, gold, prompts.task_type, policy, question) for text in group)
+    solved = [any(grade(text, gold, prompts.task_type, policy, question) for text in group)
               for group, gold, question in zip(groups, prompts.golds, prompts.questions, strict=True)]
     return sum(solved) / len(solved) if solved else 0.0
 

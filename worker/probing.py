@@ -22,7 +22,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import func, insert
 from sqlmodel import Session, select
 
-from backend.curation.grading import TASK_TYPES, extract_answer, is_correct, parse_options
+from backend.curation.grading import TASK_TYPES, extract_answer, is_correct, question_options
 from backend.curation.scores import score_prompt
 from backend.database import session_scope
 from backend.jobs.service import fail_unless_finished, lock_job, transition
@@ -288,7 +288,7 @@ def grade_shard(work: ShardWork, completions: list[list[str]]) -> tuple[list[dic
     scores: list[dict] = []
     for prompt_id, question, gold, outs in zip(work.prompt_ids, work.texts, work.golds, completions, strict=True):
         outs = [storable_text(text) for text in outs]
-        options = parse_options(question) if work.task_type == "choice" else None
+        options = question_options(work.task_type, question)
         extracted = [extract_answer(text, work.task_type, policy=work.grading_policy, options=options)
                      for text in outs]
         # Label-free probes (and a stray prompt without a gold answer) are scored by agreement.

@@ -28,7 +28,7 @@ from typing import Any
 from sqlalchemy import delete, update
 from sqlmodel import select
 
-from backend.curation.grading import TASK_TYPES, parse_gold
+from backend.curation.grading import TASK_TYPES, grade, parse_gold
 from backend.database import session_scope
 from backend.jobs.service import fail_unless_finished, lock_job, transition
 from backend.jobs.tables import FINISHED, Job, JobStatus
@@ -262,13 +262,12 @@ def _prompt_set(session, pool_id: int, limit: int, role: str, setting: str) -> P
 def correctness_reward_for(task_type: str, policy: str):
     """TRL reward function: 1.0 when the completion's answer matches the gold answer, graded as the probe
     graded (``policy``; a choice question's options read from the question)."""
-    from worker.evaluation import graded
 
     def correctness_reward(completions: list, answer: list[str], question: list[str], **_: Any) -> list[float]:
         rewards = []
         for completion, gold, text_of_question in zip(completions, answer, question, strict=True):
             text = completion[-1]["content"] if isinstance(completion, list) else str(completion)
-            rewards.append(1.0 if graded(text, gold, task_type, policy, text_of_question) else 0.0)
+            rewards.append(1.0 if grade(text, gold, task_type, policy, text_of_question) else 0.0)
         return rewards
 
     return correctness_reward

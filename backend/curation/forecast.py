@@ -21,9 +21,7 @@ from backend.curation.strategies import (
     DEFAULT_BAND,
     DEFAULT_GROUP_SIZE,
     Selector,
-    StrategyError,
     check_group_size,
-    label_free_refusal,
 )
 
 
@@ -46,7 +44,7 @@ def _power(base: np.ndarray, exponent: int) -> np.ndarray:
 
 def learnable_chance(p: np.ndarray, group_size: int) -> np.ndarray:
     """Chance that a group of ``group_size`` generations at a known success rate ``p`` has mixed
-    rewards: what a forecast aims at. From probe counts, use the posterior (``subset_chances``)."""
+    rewards: what a forecast aims at. From probe counts, ``forecast_subset`` uses the posterior."""
     g = check_group_size(group_size)
     p = np.asarray(p, dtype=np.float64)
     chance = _power(p, g)
@@ -84,23 +82,24 @@ def share_forecast(chance_mean: np.ndarray, chance_variance: np.ndarray) -> Shar
     return ShareForecast(share, max(0.0, share - half_width), min(1.0, share + half_width))
 
 
-def subset_chances(selector: Selector, group_size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per prompt: expected chance of a mixed group and its variance; the posterior given the
-    selector's counts, or exact (variance 0) when its pass rates are known exactly."""
-    if selector.label_free:
-        raise StrategyError(label_free_refusal("learnable"))
-    if selector.counts is not None:
-        return selector.posterior_chance(group_size)
-    p = np.nan_to_num(1.0 - selector.difficulty)
-    return learnable_chance(p, group_size), np.zeros_like(p)
+def forecast_fields(forecast: ShareForecast | None) -> dict[str, float | None]:
+    """The forecast as the API and the subset table name it; None everywhere when there is none."""
+    return {"predicted_learnable_share": None if forecast is None else forecast.share,
+            "predicted_learnable_share_low": None if forecast is None else forecast.low,
+            "predicted_learnable_share_high": None if forecast is None else forecast.high}
 
 
 def forecast_subset(selector: Selector, picked: np.ndarray, group_size: int) -> ShareForecast | None:
-    """The predicted learnable share at step 0 of the prompts ``picked`` from ``selector``'s pool;
-    None for a label-free pool (agreement is not a success rate)."""
+    """The predicted learnable share at step 0 of the prompts ``picked`` from ``selector``'s pool:
+    from the posterior given the selector's counts, or exact (variance 0) when its pass rates are
+    known exactly. None for a label-free pool (agreement is not a success rate)."""
     if selector.label_free:
         return None
-    mean, variance = subset_chances(selector, group_size)
+    if selector.counts is not None:
+        mean, variance = selector.posterior_chance(group_size)
+    else:
+        mean = learnable_chance(np.nan_to_num(1.0 - selector.difficulty), group_size)
+        variance = np.zeros_like(mean)
     return share_forecast(mean[picked], variance[picked])
 
 
@@ -132,9 +131,7 @@ def compare_picks(
             {
                 "strategy": strategy,
                 "n_picked": int(picked.size),
-                "predicted_learnable_share": None if forecast is None else forecast.share,
-                "predicted_learnable_share_low": None if forecast is None else forecast.low,
-                "predicted_learnable_share_high": None if forecast is None else forecast.high,
+                **forecast_fields(forecast),
                 "mean_pass_rate": None if selector.label_free else success,
                 "mean_agreement": success if selector.label_free else None,
                 "mean_difficulty": mean_difficulty,

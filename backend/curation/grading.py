@@ -240,6 +240,18 @@ def parse_options(prompt: str) -> dict[str, str]:
     return options
 
 
+def question_options(task_type: str, question: str | None) -> dict[str, str] | None:
+    """The options choice grading may map answers to: those the question lists; None for other types."""
+    return parse_options(question) if task_type == "choice" and question else None
+
+
+def grade(completion: str, gold: str, task_type: TaskType, policy: GradingPolicy, question: str | None = None) -> bool:
+    """One completion graded as a probe grades it: under ``policy``, with the question's options known."""
+    options = question_options(task_type, question)
+    return is_correct(extract_answer(completion, task_type, policy=policy, options=options), gold, task_type,
+                      policy=policy, options=options)
+
+
 def _option_letter(text: str, options: Mapping[str, str]) -> str | None:
     """The letter of the one option whose text `text` is (after normalisation); None if none or several."""
     wanted = _normalise_text(_unwrap_text(text))

@@ -19,14 +19,11 @@ from worker.prompting import check_chat_template_options, check_template
 def check_probe_settings(body: ProbeCreate) -> None:
     """What the schema cannot say (its field bounds are checked by ProbeCreate itself, for the API and
     the CLI alike): a template with {prompt}, chat-template options that fit it."""
-    problems = []
     try:
         body.template = check_template(body.template)
         body.chat_template_options = check_chat_template_options(body.chat_template_options, body.template)
     except ValueError as exc:
-        problems.append(str(exc).rstrip("."))
-    if problems:
-        raise AppError(422, "; ".join(problems) + ".")
+        raise AppError(422, str(exc).rstrip(".") + ".") from exc
 
 
 def create_probe(session: Session, body: ProbeCreate, shard_size: int) -> Probe:

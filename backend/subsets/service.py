@@ -10,7 +10,7 @@ from sqlmodel import Session, select
 
 from backend.charts import selection_histogram
 from backend.curation.budget import Budget, BudgetError, budget_to_count
-from backend.curation.forecast import ShareForecast, compare_picks, forecast_subset
+from backend.curation.forecast import ShareForecast, compare_picks, forecast_fields, forecast_subset
 from backend.curation.histogram import histogram
 from backend.curation.posterior import BetaPrior, PassCounts, fit_prior
 from backend.curation.strategies import Selector, StrategyError
@@ -131,14 +131,11 @@ def preview(session: Session, req: SelectionRequest) -> SelectionPreview:
     picked_counts = histogram(success[picked], HISTOGRAM_BINS)
     comparison = compare_picks(selection.selector, selection.budget.n, group_size=req.group_size,
                                band=(req.band_low, req.band_high))
-    forecast = selection.forecast
     return SelectionPreview(
         strategy=req.strategy, n=len(picked), requested=selection.budget.requested,
         clamped=selection.budget.clamped, warning=_warning(selection), pool_size=len(scores),
         difficulty_basis=basis, caveat=LABEL_FREE_CAVEAT if label_free else None,
-        predicted_learnable_share=None if forecast is None else forecast.share,
-        predicted_learnable_share_low=None if forecast is None else forecast.low,
-        predicted_learnable_share_high=None if forecast is None else forecast.high,
+        **forecast_fields(selection.forecast),
         mean_pass_rate=selection.mean_pass_rate, mean_agreement=selection.mean_agreement,
         figure=selection_histogram(all_counts["edges"], all_counts["counts"], picked_counts["counts"], basis,
                                    req.strategy),
@@ -174,7 +171,6 @@ def _picked_prompts(session: Session, scores: ProbeScores, indices: np.ndarray, 
 def freeze(session: Session, req: SubsetCreate) -> Subset:
     selection = compute_selection(session, req)
     n = len(selection.picked)
-    forecast = selection.forecast
     subset = Subset(
         name=req.name or f"{req.strategy} N={n} (probe {selection.probe.id})", probe_id=selection.probe.id,
         pool_id=selection.probe.pool_id, strategy=req.strategy, budget_kind=req.budget.kind,
@@ -182,9 +178,7 @@ def freeze(session: Session, req: SubsetCreate) -> Subset:
         n_requested=selection.budget.requested, n=n, seed=req.seed, group_size=req.group_size,
         band_low=req.band_low if req.strategy == "band" else None,
         band_high=req.band_high if req.strategy == "band" else None,
-        predicted_learnable_share=None if forecast is None else forecast.share,
-        predicted_learnable_share_low=None if forecast is None else forecast.low,
-        predicted_learnable_share_high=None if forecast is None else forecast.high,
+        **forecast_fields(selection.forecast),
         mean_pass_rate=selection.mean_pass_rate,
     )
     session.add(subset)
@@ -198,7 +192,7 @@ def freeze(session: Session, req: SubsetCreate) -> Subset:
 
 
 def subset_read(session: Session, subset: Subset) -> SubsetRead:
-    """A subset as the API shows it: the basis of its difficulty, and no forecast when label-free."""
+    """A subset as the API shows it, with the basis of its difficulty (pass rate or agreement)."""
     probe = session.get(Probe, subset.probe_id)
     return SubsetRead.model_validate({**subset.model_dump(), "difficulty_basis": _basis(probe)})
 
