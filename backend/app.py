@@ -8,13 +8,14 @@ from fastapi.staticfiles import StaticFiles
 
 from backend.auth.dependencies import current_token
 from backend.auth.middleware import TokenMiddleware
-from backend.body_limit import BodyLimitMiddleware
+from backend.body_limit import MAX_LABELS_FILE_BYTES, BodyLimitMiddleware
 from backend.errors import install_error_handlers, problem_openapi
 from backend.params import reject_nul_text, reject_unknown_query
 
 FRONTEND = Path(__file__).resolve().parent.parent / "frontend"
 PUBLIC_API = ("/api/health",)  # and everything under them; the rest of /api/* needs a token
-UPLOAD = ("POST", "/api/pools")  # streams to disk under its own limit, BUDGETLAB_MAX_UPLOAD_BYTES
+UPLOADS = (("POST", "/api/pools", None),  # streams to disk under its own limit, BUDGETLAB_MAX_UPLOAD_BYTES
+           ("POST", r"/api/pools/\d+/labels", MAX_LABELS_FILE_BYTES))  # read whole
 
 
 def is_protected(path: str) -> bool:
@@ -25,6 +26,7 @@ def create_app() -> FastAPI:
     from backend.experiments.router import router as experiments_router
     from backend.health import router as health_router
     from backend.jobs.router import router as jobs_router
+    from backend.labels.router import router as labels_router
     from backend.models_catalog import router as models_router
     from backend.pools.router import router as pools_router
     from backend.probes.router import router as probes_router
@@ -36,7 +38,7 @@ def create_app() -> FastAPI:
 
     install_error_handlers(app)
     # Added last runs first: the token is checked before the body cap, both before routing.
-    app.add_middleware(BodyLimitMiddleware, exempt=frozenset({UPLOAD}))
+    app.add_middleware(BodyLimitMiddleware, uploads=UPLOADS)
     app.add_middleware(TokenMiddleware, is_protected=is_protected)
     app.openapi = lambda: problem_openapi(app, is_protected)
 
@@ -44,7 +46,7 @@ def create_app() -> FastAPI:
 
     protected = [Depends(current_token), Depends(reject_unknown_query), Depends(reject_nul_text)]
     for router in (pools_router, probes_router, jobs_router, subsets_router, models_router, runs_router,
-                   experiments_router):
+                   experiments_router, labels_router):
         app.include_router(router, prefix="/api", dependencies=protected)
 
     app.mount("/static", StaticFiles(directory=FRONTEND / "static"), name="static")

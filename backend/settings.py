@@ -58,6 +58,11 @@ class Settings(BaseSettings):
         10, gt=0, validation_alias="BUDGETLAB_WORKER_BEAT_SECONDS",
         description="How often a worker process says it is alive; silent for 3 beats counts as gone.",
     )
+    regrade_inline_samples: int = Field(
+        200_000, ge=0, validation_alias="BUDGETLAB_REGRADE_INLINE_SAMPLES",
+        description="Labels that re-grade at most this many stored samples do it within the import; "
+                    "more, and a re-grading job with progress does it.",
+    )
     worker_lost_seconds: float = Field(
         600, gt=0, validation_alias="BUDGETLAB_WORKER_LOST_SECONDS",
         description="A running training job without a heartbeat for this long failed: its worker was lost.",

@@ -5,6 +5,7 @@ from sqlmodel import SQLModel
 from backend.auth.tables import ApiToken
 from backend.experiments.tables import Experiment
 from backend.jobs.tables import Job, JobEvent
+from backend.labels.tables import LabelingExport, LabelJob, LabelSet, LabelStudioConnection, PromptLabel
 from backend.pools.tables import Pool, Prompt
 from backend.probes.tables import Probe, ProbeShard, PromptScore, Sample
 from backend.runs.tables import Run, RunMetric
@@ -13,8 +14,9 @@ from backend.workers.tables import WorkerBeat
 
 metadata = SQLModel.metadata
 
-__all__ = ["ApiToken", "Experiment", "Job", "JobEvent", "Pool", "Prompt", "Probe", "ProbeShard", "PromptScore", "Run",
-           "RunMetric", "Sample", "Subset", "SubsetMember", "WorkerBeat",
+__all__ = ["ApiToken", "Experiment", "Job", "JobEvent", "LabelJob", "LabelSet", "LabelStudioConnection",
+           "LabelingExport", "Pool", "Prompt", "Probe", "ProbeShard", "PromptScore", "Run",
+           "PromptLabel", "RunMetric", "Sample", "Subset", "SubsetMember", "WorkerBeat",
            "metadata"]
 
 # Ids are never reused: on SQLite a table without AUTOINCREMENT hands a deleted row's id to the

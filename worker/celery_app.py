@@ -17,7 +17,8 @@ def get_celery() -> Celery:
     settings = get_settings()
     if settings.is_sqlite or settings.celery_broker_url.startswith("sqla+sqlite"):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-    app = Celery("budgetlab", broker=settings.celery_broker_url, include=["worker.tasks", "worker.training_task"])
+    app = Celery("budgetlab", broker=settings.celery_broker_url,
+                 include=["worker.tasks", "worker.training_task", "worker.labeling_task"])
     app.conf.update(
         task_ignore_result=True,  # the database is the ledger; Celery results are not used
         task_acks_late=True,

@@ -22,7 +22,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy import func, insert
 from sqlmodel import Session, select
 
-from backend.curation.grading import TASK_TYPES, extract_answer, is_correct, question_options
+from backend.curation.grading import TASK_TYPES, extract_answer, grade_answers, question_options
 from backend.curation.scores import score_prompt
 from backend.database import session_scope
 from backend.jobs.service import fail_unless_finished, lock_job, transition
@@ -291,10 +291,10 @@ def grade_shard(work: ShardWork, completions: list[list[str]]) -> tuple[list[dic
         options = question_options(work.task_type, question)
         extracted = [extract_answer(text, work.task_type, policy=work.grading_policy, options=options)
                      for text in outs]
-        # Label-free probes (and a stray prompt without a gold answer) are scored by agreement.
-        correct = None if work.label_free or gold is None else [
-            is_correct(a, gold, work.task_type, policy=work.grading_policy, options=options) for a in extracted]
-        score = score_prompt(extracted, correct)
+        # Prompts with gold answers get pass rates; in a label-free probe (some prompts have none)
+        # difficulty stays on the one scale every prompt has, agreement.
+        correct = grade_answers(extracted, gold, work.task_type, work.grading_policy, options)
+        score = score_prompt(extracted, correct, by_agreement=work.label_free)
         for index, (text, answer) in enumerate(zip(outs, extracted, strict=False)):
             samples.append({"probe_id": work.probe_id, "prompt_id": prompt_id, "sample_index": index,
                             "completion": text, "extracted_answer": answer,

@@ -40,6 +40,7 @@ from backend.runs.settings import TrainingSettings, check_training_settings, grp
 from backend.runs.tables import Run, RunMetric
 from backend.settings import get_settings
 from backend.subsets.export import export_rows
+from backend.subsets.service import unlabeled_members
 from backend.subsets.tables import Subset
 from backend.timeutil import utcnow
 from worker.probing import describe, is_transient
@@ -225,10 +226,11 @@ def _read_work(session, run_id: int) -> TrainingWork:
     probe = session.get(Probe, subset.probe_id) if subset else None
     if subset is None or pool is None or probe is None:
         raise TrainingFailure(f"Run {run_id}'s subset no longer exists.")
-    if not pool.has_answers:
-        raise TrainingFailure(f"Subset {subset.id} comes from pool {pool.id}, which has no answers; the reward "
-                              "grades completions against gold answers. Upload the pool with an answer column, "
-                              "probe it, and freeze a new subset from that probe.")
+    unlabeled = unlabeled_members(session, subset)
+    if unlabeled:
+        raise TrainingFailure(f"{unlabeled} of the {subset.n} prompts of subset {subset.id} have no answer (labels "
+                              "were undone since launch?); the reward grades completions against gold answers. "
+                              "Import their labels and launch again.")
     if pool.task_type not in TASK_TYPES:
         raise TrainingFailure(f"Pool {pool.id} has task type '{pool.task_type}', which cannot be graded; "
                               f"use one of {', '.join(TASK_TYPES)}.")

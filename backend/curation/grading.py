@@ -252,6 +252,14 @@ def grade(completion: str, gold: str, task_type: TaskType, policy: GradingPolicy
                       policy=policy, options=options)
 
 
+def grade_answers(extracted: Iterable[str | None], gold: str | None, task_type: TaskType, policy: GradingPolicy,
+                  options: Mapping[str, str] | None = None) -> list[bool] | None:
+    """Each extracted answer of a prompt against its gold answer; None when the prompt has no gold."""
+    if gold is None:
+        return None
+    return [is_correct(answer, gold, task_type, policy=policy, options=options) for answer in extracted]
+
+
 def _option_letter(text: str, options: Mapping[str, str]) -> str | None:
     """The letter of the one option whose text `text` is (after normalisation); None if none or several."""
     wanted = _normalise_text(_unwrap_text(text))

@@ -58,11 +58,14 @@ class PromptScore:
     difficulty: float
 
 
-def score_prompt(extracted: Sequence[str | None], correct: Sequence[bool] | None) -> PromptScore:
+def score_prompt(extracted: Sequence[str | None], correct: Sequence[bool] | None, *,
+                 by_agreement: bool = False) -> PromptScore:
     """Score one prompt from its k extracted answers and, with gold answers, their correctness.
 
     With gold (``correct`` given): pass_rate = correct / k, difficulty = 1 - pass_rate, and
     base_wrong = not correct[0]: the first sample stands for the base model's own answer.
+    ``by_agreement`` keeps difficulty = 1 - agreement even so: a probe where only some prompts have
+    gold answers ranks all of them on one scale, the one every prompt has.
 
     Label-free (``correct`` is None): difficulty = 1 - agreement, the model's self-disagreement;
     base_wrong = the first answer is missing or differs from the majority answer, the closest
@@ -99,5 +102,5 @@ def score_prompt(extracted: Sequence[str | None], correct: Sequence[bool] | None
         agreement=share,
         majority_answer=majority,
         base_wrong=not correct[0],
-        difficulty=1.0 - pass_rate,
+        difficulty=1.0 - share if by_agreement else 1.0 - pass_rate,
     )

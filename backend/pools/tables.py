@@ -10,10 +10,11 @@ class Pool(SQLModel, table=True):
     id: int | None = Field(default=None, primary_key=True)
     name: str
     task_type: str = Field(description="numeric, math, choice or exact: how answers are graded")
-    has_answers: bool = Field(description="False: the pool is probed in label-free mode")
+    has_answers: bool = Field(description="Every prompt has an answer. False: probes measure agreement (label-free)")
     prompt_count: int = 0
     source_filename: str | None = None
     source_format: str | None = None
+    cost_per_label: float | None = Field(default=None, description="What one label costs, for money spent")
     created_at: datetime = Field(default_factory=utcnow)
 
 

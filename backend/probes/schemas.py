@@ -58,7 +58,11 @@ class ProbeRead(BaseModel):
     chat_template_options: dict[str, Any] | None
     grading_policy: str
     seed: int
-    label_free: bool
+    label_free: bool = Field(description="Difficulty is answer agreement: some prompt had no gold answer. Labels "
+                                         "imported later re-grade the samples, and once every prompt has one it "
+                                         "becomes false")
+    graded_prompts: int = Field(description="Prompts with a pass rate (those with a gold answer)")
+    scores_revision: int = Field(description="How many times labels re-graded this probe's scores")
     prompt_count: int
     shard_size: int
     samples_per_second: float | None

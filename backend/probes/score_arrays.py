@@ -1,8 +1,9 @@
 """A finished probe's scores as numpy arrays, for selection previews on pools of millions.
 
-A finished probe never changes, so its arrays are cached per process (a few, least recent out),
-keyed by database, probe id and creation time: a key that cannot come back, even where a deleted
-probe's id was reused (SQLite before migration 0004). Deleting a pool drops its probes' entries.
+A finished probe's scores change only when labels re-grade them, which bumps its scores revision,
+so its arrays are cached per process (a few, least recent out), keyed by database, probe id,
+creation time and scores revision: a key that cannot come back, even where a deleted probe's id was
+reused (SQLite before migration 0004). Deleting a pool drops its probes' entries.
 On Postgres they are read with a binary COPY parsed by numpy, which is several times faster than
 fetching a million Python tuples.
 """
@@ -15,7 +16,7 @@ import numpy as np
 from sqlalchemy import text
 from sqlmodel import Session
 
-_CACHE: "OrderedDict[tuple[str, int, str], ProbeScores]" = OrderedDict()
+_CACHE: "OrderedDict[tuple[str, int, str, int], ProbeScores]" = OrderedDict()
 _CACHE_SIZE = 4
 _LOCK = Lock()
 
@@ -71,13 +72,13 @@ def _read_generic(session: Session, probe_id: int) -> ProbeScores:
     return _in_id_order(*zip(*rows, strict=True))
 
 
-def _key(session: Session, probe_id: int, created_at) -> tuple[str, int, str]:
-    return str(session.get_bind().url), probe_id, str(created_at)
+def _key(session: Session, probe) -> tuple[str, int, str, int]:
+    return str(session.get_bind().url), probe.id, str(probe.created_at), probe.scores_revision
 
 
 def load_scores(session: Session, probe) -> ProbeScores:
     """Scores of a finished probe (the caller checks that it finished)."""
-    key = _key(session, probe.id, probe.created_at)
+    key = _key(session, probe)
     with _LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)

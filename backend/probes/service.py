@@ -2,6 +2,7 @@
 
 import math
 
+from sqlalchemy import func
 from sqlmodel import Session, select
 
 from backend.database import get_or_404
@@ -58,7 +59,9 @@ def get_probe(session: Session, probe_id: int) -> Probe:
 
 def probe_read(session: Session, probe: Probe) -> ProbeRead:
     job = session.get(Job, probe.job_id)
-    return ProbeRead(**probe.model_dump(), job=JobRead.of(job))
+    graded = session.exec(select(func.count()).select_from(PromptScore)
+                          .where(PromptScore.probe_id == probe.id, PromptScore.pass_rate.is_not(None))).one()
+    return ProbeRead(**probe.model_dump(), graded_prompts=graded, job=JobRead.of(job))
 
 
 def list_probes(session: Session, pool_id: int | None) -> list[Probe]:

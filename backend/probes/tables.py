@@ -24,7 +24,11 @@ class Probe(SQLModel, table=True):
     grading_policy: str = Field(default="lenient", sa_column=Column(String(), nullable=False,
                                                                     server_default="lenient"))
     seed: int
+    # True: difficulty is agreement-based, since some prompt has no gold answer. Labels that arrive
+    # later re-grade the stored samples; once every prompt is graded it becomes False.
     label_free: bool
+    scores_revision: int = Field(default=0, sa_column=Column(Integer, nullable=False, server_default="0"),
+                                 description="Bumped each time labels re-grade the scores")
     shard_size: int
     prompt_count: int
     samples_per_second: float | None = None

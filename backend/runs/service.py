@@ -20,6 +20,7 @@ from backend.probes.tables import Probe
 from backend.runs.settings import PRESETS, TrainingSettings, parse_training_settings
 from backend.runs.tables import Run, RunMetric
 from backend.settings import get_settings
+from backend.subsets.service import unlabeled_members
 from backend.subsets.tables import Subset
 
 TRAIN_JOB_KIND = "train"
@@ -75,10 +76,14 @@ def check_training_pools(session: Session, subset: Subset, settings: TrainingSet
     if pool is not None and pool.has_answers and pool.task_type not in TASK_TYPES:
         raise AppError(422, f"Pool {pool.id} has task type '{pool.task_type}', which the reward cannot grade; "
                             f"upload it again with task_type one of {', '.join(TASK_TYPES)}.")
-    if pool is None or not pool.has_answers:
-        raise AppError(409, f"Subset {subset.id} comes from a pool without answers; GRPO's reward grades "
-                            "completions against gold answers. Upload the pool again with an answer column "
-                            "(or label the chosen prompts), probe it, and freeze a subset from that probe.")
+    if pool is None:
+        raise AppError(404, f"Subset {subset.id}'s pool no longer exists.")
+    unlabeled = unlabeled_members(session, subset)
+    if unlabeled:
+        raise AppError(409, f"{unlabeled} of the {subset.n} prompts of subset {subset.id} have no answer; GRPO's "
+                            "reward grades completions against gold answers. Export the subset for labeling, "
+                            "import the labels (POST /api/pools/{pool_id}/labels, or Pull labels from Label "
+                            "Studio), then launch again.".replace("{pool_id}", str(pool.id)))
     for role, pool_id in [("Evaluation", settings.eval_pool_id)] + [("Out-of-distribution", p)
                                                                      for p in settings.ood_pool_ids]:
         if pool_id is None:

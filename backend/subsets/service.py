@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from threading import Lock
 
 import numpy as np
-from sqlalchemy import insert
+from sqlalchemy import func, insert
 from sqlmodel import Session, select
 
 from backend.charts import selection_histogram
@@ -162,7 +162,8 @@ def _picked_prompts(session: Session, scores: ProbeScores, indices: np.ndarray, 
     return [
         {"id": pid, "external_id": prompts[pid].external_id, "text": prompts[pid].text,
          "answer": prompts[pid].answer, "difficulty": float(scores.difficulty[i]),
-         "pass_rate": None if label_free else float(scores.pass_rate[i]),
+         # a label-free probe has pass rates for the prompts labeled since
+         "pass_rate": None if np.isnan(scores.pass_rate[i]) else float(scores.pass_rate[i]),
          "agreement": 1.0 - float(scores.difficulty[i]) if label_free else None}
         for pid, i in zip(ids, indices, strict=True)
     ]
@@ -195,6 +196,12 @@ def subset_read(session: Session, subset: Subset) -> SubsetRead:
     """A subset as the API shows it, with the basis of its difficulty (pass rate or agreement)."""
     probe = session.get(Probe, subset.probe_id)
     return SubsetRead.model_validate({**subset.model_dump(), "difficulty_basis": _basis(probe)})
+
+
+def unlabeled_members(session: Session, subset: Subset) -> int:
+    """Prompts of the subset without a gold answer (training's reward needs one for each)."""
+    return session.exec(select(func.count()).select_from(SubsetMember).join(Prompt, Prompt.id == SubsetMember.prompt_id)
+                        .where(SubsetMember.subset_id == subset.id, Prompt.gold.is_(None))).one()
 
 
 def get_subset(session: Session, subset_id: int) -> Subset:

@@ -1,0 +1,1 @@
+"""Labeling: export chosen prompts to annotators, import their labels back, re-grade stored samples."""

@@ -1,0 +1,170 @@
+"""Labeling jobs, run by a worker from ids: push a subset to Label Studio, pull its labels back, and
+re-grade a pool's samples after a large import. Each reports progress on its job row."""
+
+import logging
+
+from sqlmodel import Session, select
+
+from backend.database import session_scope
+from backend.errors import AppError
+from backend.jobs.service import create_job, fail_unless_finished, lock_job, transition
+from backend.jobs.tables import FINISHED, Job, JobStatus
+from backend.labels import regrade, service
+from backend.labels.connection import client_for
+from backend.labels.formats import LabelFileError, label_studio_config, label_studio_tasks, parse_labels
+from backend.labels.label_studio import LabelStudioError
+from backend.labels.labeling_rows import subset_rows
+from backend.labels.tables import LabelingExport, LabelJob
+from backend.pools.tables import Pool
+from backend.subsets.tables import Subset
+
+log = logging.getLogger(__name__)
+
+LABEL_JOB_TASK = "budgetlab.label_job"
+KINDS = {"push": "label_push", "pull": "label_pull", "regrade": service.REGRADE_JOB_KIND}
+
+
+def create_label_job(session: Session, action: str, pool_id: int, subset_id: int | None, token_name: str | None,
+                     total: int = 0) -> Job:
+    job = create_job(session, KINDS[action], total=total)
+    session.add(LabelJob(job_id=job.id, action=action, pool_id=pool_id, subset_id=subset_id, token_name=token_name))
+    session.flush()
+    return job
+
+
+def send(session: Session, job_ids: list[int]) -> None:
+    """Commit, then send each job's task (ids only). A broker failure fails the jobs and raises 503."""
+    from worker.celery_app import enqueue
+
+    session.commit()
+    try:
+        for job_id in job_ids:
+            enqueue(LABEL_JOB_TASK, job_id)
+    except Exception as exc:
+        message = (f"Could not queue the labeling job: the task broker is unreachable ({exc}). Start it (or check "
+                   "CELERY_BROKER_URL) and try again.")
+        for job_id in job_ids:
+            fail_unless_finished(session, job_id, message)
+        session.commit()
+        raise AppError(503, message) from exc
+
+
+def _progress(job_id: int, done: int, total: int, message: str) -> None:
+    with session_scope() as session:
+        job = lock_job(session, job_id)
+        job.progress_done, job.progress_total, job.message = done, total, message[:1000]
+        session.add(job)
+
+
+def run_label_job(job_id: int) -> str:
+    """Run one labeling job to its end: succeeded with a result, or failed with a message to act on."""
+    with session_scope() as session:
+        job = lock_job(session, job_id)
+        if JobStatus(job.status) in FINISHED:
+            return job.status
+        if job.status == JobStatus.cancelling:
+            transition(session, job, JobStatus.cancelled, "cancelled before it started")
+            return "cancelled"
+        if job.status == JobStatus.queued:
+            transition(session, job, JobStatus.running, "a worker started it")
+        spec = session.get(LabelJob, job_id)
+        action = spec.action
+    try:
+        result = {"push": _push, "pull": _pull, "regrade": _regrade}[action](job_id)
+    except (LabelStudioError, LabelFileError, AppError) as exc:
+        message = exc.message if isinstance(exc, AppError) else str(exc)
+        with session_scope() as session:
+            fail_unless_finished(session, job_id, message)
+        return "failed"
+    except Exception as exc:
+        log.exception("label job %s failed", job_id)
+        with session_scope() as session:
+            fail_unless_finished(session, job_id, f"The {action} job failed unexpectedly: {exc}")
+        raise
+    return result
+
+
+def _finish(session: Session, job_id: int, result: dict, message: str) -> str:
+    spec = session.get(LabelJob, job_id)
+    spec.result = result
+    session.add(spec)
+    job = lock_job(session, job_id)
+    job.progress_done = job.progress_total
+    job.message = message[:1000]
+    if JobStatus(job.status) in FINISHED:
+        return job.status
+    transition(session, job, JobStatus.succeeded, message[:200])
+    return "succeeded"
+
+
+def _push(job_id: int) -> str:
+    with session_scope() as session:
+        spec = session.get(LabelJob, job_id)
+        subset = session.get(Subset, spec.subset_id)
+        pool = session.get(Pool, spec.pool_id)
+        client = client_for(session)
+        rows = subset_rows(session, subset)
+        title = f"Budgetlab: {pool.name} / {subset.name}"[:50]
+        task_type, pool_id, subset_id, token_name = pool.task_type, pool.id, subset.id, spec.token_name
+    _progress(job_id, 0, len(rows), f"creating a Label Studio project for {len(rows)} prompts")
+    project_id = client.create_project(title, label_studio_config(task_type, [row.prompt for row in rows]))
+    imported = client.import_tasks(project_id, label_studio_tasks(rows, pool_id), on_progress=lambda done, total: (
+        _progress(job_id, done, total, f"imported {done} of {total} tasks into project {project_id}")))
+    with session_scope() as session:
+        service.record_export(session, pool_id, subset_id, "label-studio-project", imported, token_name,
+                              label_studio_project_id=project_id, label_studio_url=client.project_url(project_id),
+                              job_id=job_id)
+        return _finish(session, job_id, {"project_id": project_id, "project_url": client.project_url(project_id),
+                                         "tasks": imported},
+                       f"sent {imported} prompts to Label Studio project {project_id}")
+
+
+def _pull(job_id: int) -> str:
+    with session_scope() as session:
+        spec = session.get(LabelJob, job_id)
+        pushed = session.exec(select(LabelingExport).where(LabelingExport.subset_id == spec.subset_id,
+                                                           LabelingExport.label_studio_project_id.is_not(None))
+                              .order_by(LabelingExport.id.desc())).first()
+        if pushed is None:
+            raise AppError(409, f"Subset {spec.subset_id} was never sent to Label Studio; send it first "
+                                "(Send to Label Studio), or import an exported file with Import labels.")
+        client = client_for(session)
+        project_id = pushed.label_studio_project_id
+    _progress(job_id, 0, 2, f"fetching the annotations of Label Studio project {project_id}")
+    content = client.export_annotations(project_id)
+    _progress(job_id, 1, 2, "importing the labels")
+    with session_scope() as session:
+        spec = session.get(LabelJob, job_id)
+        pool = session.get(Pool, spec.pool_id)
+        parsed = parse_labels(f"label-studio-project-{project_id}.json", content)
+        outcome = service.import_labels(session, pool, parsed, f"Label Studio project {project_id}",
+                                        spec.token_name)
+        result = {"project_id": project_id, "report": outcome.report,
+                  "label_set_id": outcome.label_set.id if outcome.label_set else None}
+        message = (f"imported {outcome.label_set.label_count} labels (label set {outcome.label_set.id})"
+                   if outcome.label_set else "no answer changed")
+        status = _finish(session, job_id, result, message)
+        regrade_job = outcome.regrade_job_id
+    if regrade_job is not None:
+        with session_scope() as session:
+            send(session, [regrade_job])
+    return status
+
+
+def _regrade(job_id: int) -> str:
+    with session_scope() as session:
+        spec = session.get(LabelJob, job_id)
+        pool = session.get(Pool, spec.pool_id)
+
+        def progress(done: int, total: int) -> None:
+            # Commits each batch: re-grading against the answers of the moment can be repeated safely,
+            # and on SQLite a second connection could not write progress past our open transaction.
+            job = lock_job(session, job_id)
+            job.progress_done, job.progress_total = done, total
+            job.message = f"re-graded {done} of {total} samples"
+            session.add(job)
+            session.commit()
+
+        regrade.regrade_pool(session, pool, spec.prompt_ids or [], progress=progress)
+        return _finish(session, job_id, {"prompts": len(spec.prompt_ids or [])},
+                       f"re-graded {len(spec.prompt_ids or [])} prompts' samples")

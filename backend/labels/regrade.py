@@ -1,0 +1,102 @@
+"""Re-grade a pool's stored probe samples against the answers its prompts have now: no new generation.
+
+Every sample keeps the answer extracted from it, so a changed gold answer only needs `is_correct` again
+and the prompt's score recomputed. A probe whose prompts now all have gold answers ranks by pass rate
+(`label_free` becomes False), and by agreement again should an undo take answers away."""
+
+from collections.abc import Callable, Sequence
+
+from sqlalchemy import bindparam, func, update
+from sqlmodel import Session, select
+
+from backend.curation.grading import grade_answers, question_options
+from backend.curation.scores import score_prompt
+from backend.jobs.tables import Job, JobStatus
+from backend.pools.tables import Pool, Prompt
+from backend.probes.tables import Probe, PromptScore, Sample
+
+BATCH_PROMPTS = 500
+Progress = Callable[[int, int], None]  # (samples done, samples in all)
+
+_SCORE = PromptScore.__table__
+_SAMPLE = Sample.__table__
+_SCORE_FIELDS = ("correct_count", "pass_rate", "wilson_low", "wilson_high", "base_wrong", "difficulty")
+# Bound names differ from the columns': SQLAlchemy reserves a column's own name for its SET value.
+_UPDATE_SCORE = (update(_SCORE)
+                 .where(_SCORE.c.probe_id == bindparam("p_probe"), _SCORE.c.prompt_id == bindparam("p_prompt"))
+                 .values({name: bindparam("v_" + name) for name in _SCORE_FIELDS}))
+_UPDATE_SAMPLE = update(_SAMPLE).where(_SAMPLE.c.id == bindparam("s_id")).values(correct=bindparam("v_correct"))
+
+
+def running_probe_jobs(session: Session, pool_id: int) -> list[int]:
+    """Jobs of the pool's probes that are still generating: their shards read answers as they start."""
+    active = [JobStatus.queued.value, JobStatus.running.value, JobStatus.cancelling.value]
+    return list(session.exec(select(Job.id).join(Probe, Probe.job_id == Job.id)
+                             .where(Probe.pool_id == pool_id, Job.status.in_(active))))
+
+
+def unlabeled_count(session: Session, pool_id: int) -> int:
+    return session.exec(select(func.count()).select_from(Prompt)
+                        .where(Prompt.pool_id == pool_id, Prompt.gold.is_(None))).one()
+
+
+def samples_to_regrade(session: Session, pool_id: int, prompt_ids: Sequence[int]) -> int:
+    """Stored samples of these prompts across the pool's probes (all of a probe's, where its basis flips)."""
+    flips = _probes_whose_basis_flips(session, pool_id)
+    total = 0
+    for probe in session.exec(select(Probe).where(Probe.pool_id == pool_id)):
+        total += probe.prompt_count * probe.k if probe.id in flips else len(prompt_ids) * probe.k
+    return total
+
+
+def _probes_whose_basis_flips(session: Session, pool_id: int) -> set[int]:
+    label_free = unlabeled_count(session, pool_id) > 0
+    return set(session.exec(select(Probe.id).where(Probe.pool_id == pool_id, Probe.label_free != label_free)))
+
+
+def regrade_pool(session: Session, pool: Pool, prompt_ids: Sequence[int], progress: Progress | None = None) -> dict:
+    """Re-grade every probe of the pool for these prompts (all prompts of a probe whose basis flips).
+    Writes in the caller's transaction. Returns {"probes": n, "samples": n}."""
+    label_free = unlabeled_count(session, pool.id) > 0
+    probes = list(session.exec(select(Probe).where(Probe.pool_id == pool.id).order_by(Probe.id)))
+    total = samples_to_regrade(session, pool.id, prompt_ids)
+    done = 0
+    for probe in probes:
+        ids = list(prompt_ids)
+        if probe.label_free != label_free:
+            ids = list(session.exec(select(PromptScore.prompt_id).where(PromptScore.probe_id == probe.id)))
+        for start in range(0, len(ids), BATCH_PROMPTS):
+            done += _regrade_batch(session, probe, pool.task_type, ids[start:start + BATCH_PROMPTS], label_free)
+            if progress is not None:
+                progress(done, total)
+        probe.label_free = label_free
+        probe.scores_revision += 1
+        session.add(probe)
+    session.flush()
+    return {"probes": len(probes), "samples": done}
+
+
+def _regrade_batch(session: Session, probe: Probe, task_type: str, prompt_ids: list[int], label_free: bool) -> int:
+    prompts = {pid: (text, gold) for pid, text, gold in session.exec(
+        select(Prompt.id, Prompt.text, Prompt.gold).where(Prompt.id.in_(prompt_ids)))}
+    samples: dict[int, list[tuple[int, str | None]]] = {}
+    for sample_id, prompt_id, extracted in session.exec(
+            select(Sample.id, Sample.prompt_id, Sample.extracted_answer)
+            .where(Sample.probe_id == probe.id, Sample.prompt_id.in_(prompt_ids))
+            .order_by(Sample.prompt_id, Sample.sample_index)):
+        samples.setdefault(prompt_id, []).append((sample_id, extracted))
+    score_rows, sample_rows = [], []
+    for prompt_id, rows in samples.items():
+        text, gold = prompts[prompt_id]
+        extracted = [answer for _, answer in rows]
+        correct = grade_answers(extracted, gold, task_type, probe.grading_policy, question_options(task_type, text))
+        score = score_prompt(extracted, correct, by_agreement=label_free)
+        score_rows.append({"p_probe": probe.id, "p_prompt": prompt_id,
+                           **{"v_" + name: getattr(score, name) for name in _SCORE_FIELDS}})
+        sample_rows.extend({"s_id": sample_id, "v_correct": flag}
+                           for (sample_id, _), flag in zip(rows, correct or [None] * len(rows), strict=True))
+    connection = session.connection()
+    if score_rows:
+        connection.execute(_UPDATE_SCORE, score_rows)
+        connection.execute(_UPDATE_SAMPLE, sample_rows)
+    return len(sample_rows)

@@ -1,0 +1,181 @@
+"""Labeling API: export for labeling, import labels (label sets, undo), Label Studio hand-off, trust."""
+
+import io
+import json
+import zipfile
+from typing import Annotated
+
+from fastapi import APIRouter, File, Form, UploadFile
+from fastapi.responses import Response
+
+from backend.auth.dependencies import CurrentToken
+from backend.database import SessionDep
+from backend.errors import AppError
+from backend.jobs.schemas import JobRead
+from backend.labels import connection, formats, jobs, service
+from backend.labels.labeling_rows import prompt_rows, subset_rows
+from backend.labels.schemas import (
+    FileFormat,
+    LabelImportRead,
+    LabelingSettings,
+    LabelSetRead,
+    LabelStudioRead,
+    LabelStudioSave,
+    PoolLabelsRead,
+    SelectionExport,
+)
+from backend.labels.tables import LabelSet
+from backend.params import PathId
+from backend.pools.tables import Pool
+from backend.subsets.service import compute_selection, get_subset
+from backend.subsets.tables import Subset
+
+router = APIRouter(tags=["labels"])
+PoolId = PathId(Pool, "Pool")
+SubsetId = PathId(Subset, "Subset")
+LabelSetId = PathId(LabelSet, "Label set")
+MEDIA = {"label-studio": "application/json", "label-studio-config": "application/xml", "argilla": "application/zip",
+         "csv": "text/csv", "jsonl": "application/x-ndjson"}
+SUFFIX = {"label-studio": "label-studio-tasks.json", "label-studio-config": "label-studio-config.xml",
+          "argilla": "argilla.zip", "csv": "to-label.csv", "jsonl": "to-label.jsonl"}
+_FILE = {200: {"content": {media: {} for media in MEDIA.values()}, "description": "The file to label"}}
+
+
+def _file(pool: Pool, rows: list[formats.LabelingRow], format: str, stem: str) -> Response:
+    if format == "label-studio":
+        body = json.dumps(formats.label_studio_tasks(rows, pool.id), ensure_ascii=False, indent=1).encode()
+    elif format == "label-studio-config":
+        body = formats.label_studio_config(pool.task_type, [row.prompt for row in rows]).encode()
+    elif format == "argilla":
+        buffer = io.BytesIO()
+        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+            for name, content in formats.argilla_dataset(rows, pool.task_type, pool.id).items():
+                archive.writestr(f"{stem}-argilla/{name}", content)
+        body = buffer.getvalue()
+    else:
+        body = formats.template_csv(rows) if format == "csv" else formats.template_jsonl(rows)
+    return Response(body, media_type=MEDIA[format],
+                    headers={"Content-Disposition": f'attachment; filename="{stem}-{SUFFIX[format]}"'})
+
+
+def _record(session, pool: Pool, subset_id: int | None, format: str, count: int, token) -> None:
+    if format != "label-studio-config":  # the config goes with the tasks; it sends no prompt
+        service.record_export(session, pool.id, subset_id, format, count, token.name)
+        session.commit()
+
+
+@router.get("/subsets/{subset_id}/labeling-export", response_class=Response, responses=_FILE)
+def export_subset_for_labeling(subset_id: SubsetId, session: SessionDep, token: CurrentToken,
+                               format: FileFormat = "label-studio") -> Response:
+    """The subset's prompts for annotators, in rank order; recorded as sent for labeling."""
+    subset = get_subset(session, subset_id)
+    pool = service.get_pool(session, subset.pool_id)
+    rows = subset_rows(session, subset)
+    _record(session, pool, subset.id, format, len(rows), token)
+    return _file(pool, rows, format, f"subset-{subset.id}")
+
+
+@router.post("/selections/labeling-export", response_class=Response, responses=_FILE)
+def export_selection_for_labeling(body: SelectionExport, session: SessionDep, token: CurrentToken) -> Response:
+    """The prompts a planner preview picks, without freezing a subset first."""
+    selection = compute_selection(session, body)
+    pool = service.get_pool(session, selection.probe.pool_id)
+    rows = prompt_rows(session, [int(i) for i in selection.scores.prompt_ids[selection.picked]])
+    _record(session, pool, None, body.format, len(rows), token)
+    return _file(pool, rows, body.format, f"probe-{selection.probe.id}-{body.strategy}")
+
+
+@router.post("/pools/{pool_id}/labels", responses={422: {"description": "The file cannot be used; nothing changed"},
+                                                   409: {"description": "A probe of the pool is running"}})
+def import_labels(pool_id: PoolId, session: SessionDep, token: CurrentToken,
+                  file: Annotated[UploadFile, File(description="A Label Studio JSON export, an Argilla export, "
+                                                               "or CSV/JSONL with id and answer")],
+                  dry_run: Annotated[bool, Form(description="Report what would change; change nothing")] = False,
+                  ) -> LabelImportRead:
+    pool = service.get_pool(session, pool_id)
+    name = file.filename or "labels"
+    try:
+        parsed = formats.parse_labels(name, file.file.read())
+    except formats.LabelFileError as exc:
+        raise AppError(422, f"{name}: {exc} Nothing was imported.") from exc
+    outcome = service.import_labels(session, pool, parsed, name, token.name, dry_run=dry_run)
+    if dry_run:
+        return LabelImportRead(report=outcome.report, label_set=None)
+    read = LabelImportRead(report=outcome.report, label_set=outcome.label_set)
+    jobs.send(session, [outcome.regrade_job_id] if outcome.regrade_job_id else [])
+    return read
+
+
+@router.get("/pools/{pool_id}/labels")
+def pool_labels(pool_id: PoolId, session: SessionDep) -> PoolLabelsRead:
+    return PoolLabelsRead.model_validate(service.pool_labels(session, service.get_pool(session, pool_id)),
+                                         from_attributes=True)
+
+
+@router.put("/pools/{pool_id}/labeling")
+def set_labeling(pool_id: PoolId, body: LabelingSettings, session: SessionDep) -> PoolLabelsRead:
+    """Set what one label costs, so the pool shows the money spent."""
+    pool = service.get_pool(session, pool_id)
+    pool.cost_per_label = body.cost_per_label
+    session.add(pool)
+    session.commit()
+    return pool_labels(pool_id, session)
+
+
+@router.get("/label-sets/{label_set_id}")
+def get_label_set(label_set_id: LabelSetId,
+                  session: SessionDep) -> LabelSetRead:
+    return service.get_label_set(session, label_set_id)
+
+
+@router.post("/label-sets/{label_set_id}/undo", responses={409: {"description": "Already undone, or probing"}})
+def undo_label_set(label_set_id: LabelSetId, session: SessionDep,
+                   token: CurrentToken) -> LabelImportRead:
+    """Put back the answers this import replaced (history is kept; a later import's answers stay)."""
+    outcome = service.undo(session, service.get_label_set(session, label_set_id), token.name)
+    read = LabelImportRead(report=outcome.report, label_set=outcome.label_set)
+    jobs.send(session, [outcome.regrade_job_id] if outcome.regrade_job_id else [])
+    return read
+
+
+@router.get("/label-studio")
+def get_label_studio(session: SessionDep) -> LabelStudioRead:
+    """The configured Label Studio server (its API key is never returned)."""
+    return LabelStudioRead(**connection.connection_read(connection.get_connection(session)))
+
+
+@router.put("/label-studio", responses={422: {"description": "The server refused the key or cannot be reached"}})
+def save_label_studio(body: LabelStudioSave, session: SessionDep, token: CurrentToken) -> LabelStudioRead:
+    """Check the server and key, then keep them on the server."""
+    saved = connection.save_connection(session, body.url, body.api_key, token.name)
+    session.commit()
+    return LabelStudioRead(**connection.connection_read(saved))
+
+
+@router.delete("/label-studio", status_code=204)
+def forget_label_studio(session: SessionDep) -> None:
+    connection.delete_connection(session)
+    session.commit()
+
+
+def _label_job(session, subset_id: int, action: str, token) -> JobRead:
+    subset = get_subset(session, subset_id)
+    connection.client_for(session)  # 409 now, rather than a failed job, when none is configured
+    job = jobs.create_label_job(session, action, subset.pool_id, subset.id, token.name, total=subset.n)
+    jobs.send(session, [job.id])
+    session.refresh(job)
+    return JobRead.of(job)
+
+
+@router.post("/subsets/{subset_id}/label-studio/push", status_code=202,
+             responses={409: {"description": "No Label Studio server is configured"}})
+def push_to_label_studio(subset_id: SubsetId, session: SessionDep, token: CurrentToken) -> JobRead:
+    """Create a Label Studio project with the fitting config and import the subset's prompts (a job)."""
+    return _label_job(session, subset_id, "push", token)
+
+
+@router.post("/subsets/{subset_id}/label-studio/pull", status_code=202,
+             responses={409: {"description": "No Label Studio server is configured"}})
+def pull_from_label_studio(subset_id: SubsetId, session: SessionDep, token: CurrentToken) -> JobRead:
+    """Fetch the finished annotations of the subset's latest project and import them as a label set (a job)."""
+    return _label_job(session, subset_id, "pull", token)
