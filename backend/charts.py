@@ -74,3 +74,20 @@ def gain_scatter(points: list[dict], fit: dict) -> dict:
     return {"data": data,
             "layout": {**_LAYOUT, "title": {"text": title}, "xaxis": {"title": {"text": "learnable % of steps"}},
                        "yaxis": {"title": {"text": "accuracy gain (final − base)"}}, "showlegend": False}}
+
+
+def agreement_scatter(agreement, pass_rate) -> dict:
+    """Pass rate against agreement, one marker per distinct pair sized by its prompt count."""
+    from backend.labels.trust import scatter_points
+
+    points = scatter_points(agreement, pass_rate)
+    sizes = [6 + 14 * (c / max(points["count"])) ** 0.5 for c in points["count"]] if points["count"] else []
+    return {
+        "data": [{"type": "scatter", "mode": "markers", "x": points["agreement"], "y": points["pass_rate"],
+                  "customdata": points["count"], "marker": {"size": sizes, "color": "#4f6bed", "opacity": 0.7},
+                  "name": "prompts",
+                  "hovertemplate": "agreement %{x:.2f}, pass rate %{y:.2f}: %{customdata} prompts<extra></extra>"}],
+        "layout": {**_LAYOUT, "title": {"text": "Agreement (label-free) against pass rate (labeled)"},
+                   "xaxis": {"title": {"text": "answer agreement"}, "range": [-0.02, 1.02]},
+                   "yaxis": {"title": {"text": "pass rate"}, "range": [-0.02, 1.02]}},
+    }

@@ -5,7 +5,7 @@ import json
 import zipfile
 from typing import Annotated
 
-from fastapi import APIRouter, File, Form, UploadFile
+from fastapi import APIRouter, File, Form, Query, UploadFile
 from fastapi.responses import Response
 
 from backend.auth.dependencies import CurrentToken
@@ -13,6 +13,7 @@ from backend.database import SessionDep
 from backend.errors import AppError
 from backend.jobs.schemas import JobRead
 from backend.labels import connection, formats, jobs, service
+from backend.labels import probe_trust as trust
 from backend.labels.labeling_rows import prompt_rows, subset_rows
 from backend.labels.schemas import (
     FileFormat,
@@ -23,10 +24,13 @@ from backend.labels.schemas import (
     LabelStudioSave,
     PoolLabelsRead,
     SelectionExport,
+    TrustRead,
 )
 from backend.labels.tables import LabelSet
-from backend.params import PathId
+from backend.params import INT32_MAX, PathId
 from backend.pools.tables import Pool
+from backend.probes.service import get_probe
+from backend.probes.tables import Probe
 from backend.subsets.service import compute_selection, get_subset
 from backend.subsets.tables import Subset
 
@@ -136,6 +140,17 @@ def undo_label_set(label_set_id: LabelSetId, session: SessionDep,
     read = LabelImportRead(report=outcome.report, label_set=outcome.label_set)
     jobs.send(session, [outcome.regrade_job_id] if outcome.regrade_job_id else [])
     return read
+
+
+@router.get("/probes/{probe_id}/trust", responses={409: {"description": "Too few labeled prompts to compare"}})
+def probe_trust(probe_id: PathId(Probe, "Probe"), session: SessionDep,
+                n: Annotated[int | None, Query(ge=1, le=INT32_MAX, description="Budget in prompts")] = None,
+                fraction: Annotated[float, Query(gt=0, le=1, description="Budget as a share, when n is not given")]
+                = 0.1) -> TrustRead:
+    """How far label-free difficulty (agreement) ranks prompts like pass rate does, measured on labeled
+    prompts of this probe or, when it has too few, of a finished probe with the same model and settings."""
+    probe = get_probe(session, probe_id)
+    return TrustRead(**trust.probe_trust(session, probe, n, fraction))
 
 
 @router.get("/label-studio")

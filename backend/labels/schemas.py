@@ -74,3 +74,25 @@ class LabelStudioRead(BaseModel):
 
 class SelectionExport(SelectionRequest):
     format: FileFormat = Field("label-studio", description=_FORMAT)
+
+
+class TrustRead(BaseModel):
+    probe_id: int
+    source_probe_id: int = Field(description="The probe whose labeled prompts were compared")
+    comparable: bool = Field(description="True: measured on another probe with the same model and settings")
+    prompts: int = Field(description="Labeled prompts compared")
+    n: int = Field(description="The budget the overlap is measured at")
+    rho: float | None = Field(description="Spearman rho of 1 - agreement against 1 - pass rate")
+    rho_low: float | None
+    rho_high: float | None
+    jaccard: float = Field(description="Expected Jaccard of the two hard-n picks (ties broken at random)")
+    recall: float = Field(description="Expected share of the hard-n by pass rate that the agreement pick finds")
+    chance_recall: float
+    chance_jaccard: float
+    best_recall: float = Field(description="What a second pass-rate pick would score: the ceiling ties allow")
+    best_jaccard: float
+    mean_pass_rate: float
+    mixed_share: float = Field(description="Share of prompts with 0 < pass rate < 1")
+    warning: str | None = Field(description="Set when rho < 0.4: a label-free pick is close to random")
+    note: str | None
+    figure: dict
