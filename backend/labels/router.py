@@ -62,6 +62,11 @@ def _file(pool: Pool, rows: list[formats.LabelingRow], format: str, stem: str) -
                     headers={"Content-Disposition": f'attachment; filename="{stem}-{SUFFIX[format]}"'})
 
 
+def _import_read(outcome: service.ImportOutcome) -> LabelImportRead:
+    label_set = outcome.label_set and LabelSetRead.model_validate(outcome.label_set, from_attributes=True)
+    return LabelImportRead(report=outcome.report, label_set=label_set)
+
+
 def _record(session, pool: Pool, subset_id: int | None, format: str, count: int, token) -> None:
     if format != "label-studio-config":  # the config goes with the tasks; it sends no prompt
         service.record_export(session, pool.id, subset_id, format, count, token.name)
@@ -103,9 +108,7 @@ def import_labels(pool_id: PoolId, session: SessionDep, token: CurrentToken,
     except formats.LabelFileError as exc:
         raise AppError(422, f"{name}: {exc} Nothing was imported.") from exc
     outcome = service.import_labels(session, pool, parsed, name, token.name, dry_run=dry_run)
-    if dry_run:
-        return LabelImportRead(report=outcome.report, label_set=None)
-    read = LabelImportRead(report=outcome.report, label_set=outcome.label_set)
+    read = _import_read(outcome)
     jobs.send(session, [outcome.regrade_job_id] if outcome.regrade_job_id else [])
     return read
 
@@ -127,9 +130,8 @@ def set_labeling(pool_id: PoolId, body: LabelingSettings, session: SessionDep) -
 
 
 @router.get("/label-sets/{label_set_id}")
-def get_label_set(label_set_id: LabelSetId,
-                  session: SessionDep) -> LabelSetRead:
-    return service.get_label_set(session, label_set_id)
+def get_label_set(label_set_id: LabelSetId, session: SessionDep) -> LabelSetRead:
+    return LabelSetRead.model_validate(service.get_label_set(session, label_set_id), from_attributes=True)
 
 
 @router.post("/label-sets/{label_set_id}/undo", responses={409: {"description": "Already undone, or probing"}})
@@ -137,7 +139,7 @@ def undo_label_set(label_set_id: LabelSetId, session: SessionDep,
                    token: CurrentToken) -> LabelImportRead:
     """Put back the answers this import replaced (history is kept; a later import's answers stay)."""
     outcome = service.undo(session, service.get_label_set(session, label_set_id), token.name)
-    read = LabelImportRead(report=outcome.report, label_set=outcome.label_set)
+    read = _import_read(outcome)
     jobs.send(session, [outcome.regrade_job_id] if outcome.regrade_job_id else [])
     return read
 
