@@ -21,6 +21,8 @@ pool_app = typer.Typer(help="Prompt pools.", no_args_is_help=True)
 token_app = typer.Typer(help="API tokens.", no_args_is_help=True)
 app.add_typer(pool_app, name="pool")
 app.add_typer(token_app, name="token")
+labels_app = typer.Typer(help="Send prompts to annotators and bring their labels back.", no_args_is_help=True)
+app.add_typer(labels_app, name="labels")
 
 WORKER_ARGS = ["-m", "celery", "-A", "worker.main", "worker", "-Q", "cpu,gpu", "--loglevel=INFO",
                "--without-gossip", "--without-mingle"]
@@ -369,6 +371,150 @@ def export_subset(
                 for chunk in tqdm(chunks, unit="batch", desc="export"):
                     handle.write(chunk)
     typer.echo(f"Wrote {subset.n} rows to {output}")
+
+
+@labels_app.command("export")
+@_app_errors
+def labels_export(
+    subset_id: int,
+    format: str = typer.Option("label-studio", help="label-studio (tasks JSON), label-studio-config (XML), "
+                                                    "argilla (zip for rg.Dataset.from_disk), csv or jsonl "
+                                                    "(id, prompt, answer)."),
+    output: Path | None = typer.Option(None, help="Output file (default: a name with the subset and format)."),
+) -> None:
+    """Export a frozen subset's prompts for annotators (recorded as sent for labeling)."""
+    from backend.labels.export import MEDIA, export_file
+    from backend.labels.labeling_rows import subset_rows
+    from backend.labels.service import get_pool, record_export
+    from backend.subsets.service import get_subset
+
+    if format not in MEDIA:
+        _fail(f"Unknown format '{format}'; use one of: {', '.join(MEDIA)}.")
+    with _session() as session:
+        subset = get_subset(session, subset_id)
+        pool = get_pool(session, subset.pool_id)
+        rows = subset_rows(session, subset)
+        content, name = export_file(pool.task_type, pool.id, rows, format, f"subset-{subset.id}")
+        if format != "label-studio-config":
+            record_export(session, pool.id, subset.id, format, len(rows), "cli")
+    output = output or Path(name)
+    output.write_bytes(content)
+    typer.echo(f"Wrote {len(rows)} prompts to {output}")
+
+
+def _show_import(report: dict, label_set) -> None:
+    typer.echo(f"{report['matched']} prompts matched ({report['new']} new, {report['changed']} changed, "
+               f"{report['unchanged']} unchanged) from {report['annotations']} annotations.")
+    for key, words in (("unknown_ids", "ids not in this pool"), ("empty_answers", "empty answers"),
+                       ("ungradeable", "answers the task type cannot grade"),
+                       ("disagreements", "prompts settled by majority"), ("ties", "ties left for you to settle")):
+        if report[key]["count"]:
+            typer.echo(f"  {report[key]['count']} {words}, e.g. {report[key]['examples'][:3]}")
+    if label_set is not None:
+        typer.echo(f"Label set {label_set.id}: {label_set.label_count} labels (undo: budgetlab labels undo "
+                   f"{label_set.id}).")
+    elif report.get("dry_run"):
+        typer.echo("Dry run: nothing was changed.")
+    if report.get("regrade_job_id"):
+        typer.echo(f"Re-grading the probes' samples in job {report['regrade_job_id']}.")
+
+
+def _send_regrade(session, outcome) -> None:
+    if outcome.regrade_job_id:
+        from backend.labels.jobs import send
+
+        send(session, [outcome.regrade_job_id])
+
+
+@labels_app.command("import")
+@_app_errors
+def labels_import(
+    pool_id: int, file: Path,
+    dry_run: bool = typer.Option(False, help="Show the report; change nothing."),
+) -> None:
+    """Import labels (Label Studio or Argilla export, or CSV/JSONL with id and answer) into a pool."""
+    from backend.labels.formats import LabelFileError, parse_labels
+    from backend.labels.service import get_pool, import_labels
+
+    if not file.is_file():
+        _fail(f"{file} is not a file.")
+    try:
+        parsed = parse_labels(file.name, file.read_bytes())
+    except LabelFileError as exc:
+        _fail(f"{file}: {exc} Nothing was imported.")
+    with _session() as session:
+        outcome = import_labels(session, get_pool(session, pool_id), parsed, file.name, "cli", dry_run=dry_run)
+        _show_import(outcome.report, outcome.label_set)
+        _send_regrade(session, outcome)
+
+
+@labels_app.command("undo")
+@_app_errors
+def labels_undo(label_set_id: int) -> None:
+    """Put back the answers a label set replaced."""
+    from backend.labels.service import get_label_set, undo
+
+    with _session() as session:
+        outcome = undo(session, get_label_set(session, label_set_id), "cli")
+        typer.echo(f"Label set {label_set_id} undone: {outcome.report['restored']} answers restored, "
+                   f"{outcome.report['kept_later_answers']} kept from later imports.")
+        _send_regrade(session, outcome)
+
+
+@labels_app.command("connect")
+@_app_errors
+def labels_connect(url: str, api_key: str = typer.Option(..., prompt=True, hide_input=True,
+                                                         help="Label Studio API token (Account & Settings).")) -> None:
+    """Save the Label Studio server (checked first; the key is never shown again)."""
+    from backend.labels.connection import save_connection
+
+    with _session() as session:
+        save_connection(session, url, api_key, "cli")
+    typer.echo(f"Label Studio at {url.rstrip('/')} saved.")
+
+
+def _label_job(subset_id: int, action: str) -> None:
+    from backend.labels.connection import client_for
+    from backend.labels.jobs import create_label_job, run_label_job
+    from backend.labels.tables import LabelJob
+    from backend.subsets.service import get_subset
+
+    _prepare()
+    with _session() as session:
+        subset = get_subset(session, subset_id)
+        client_for(session)
+        job_id = create_label_job(session, action, subset.pool_id, subset.id, "cli", total=subset.n).id
+    import threading
+
+    # In this process, like probe --local: the job row still records progress and the outcome.
+    threading.Thread(target=run_label_job, args=(job_id,), daemon=True).start()
+    job = _watch(job_id, unit="task" if action == "push" else "step")
+    if job.status != "succeeded":
+        _fail(f"{action} job {job_id} {job.status}: {job.error or job.message}")
+    with _session() as session:
+        result = session.get(LabelJob, job_id).result
+    if action == "push":
+        typer.echo(f"Sent {result['tasks']} prompts to {result['project_url']}")
+    else:
+        from backend.labels.service import get_label_set
+
+        with _session() as session:
+            label_set = result["label_set_id"] and get_label_set(session, result["label_set_id"])
+            _show_import(result["report"], label_set or None)
+
+
+@labels_app.command("push")
+@_app_errors
+def labels_push(subset_id: int) -> None:
+    """Create a Label Studio project for a subset and import its prompts as tasks."""
+    _label_job(subset_id, "push")
+
+
+@labels_app.command("pull")
+@_app_errors
+def labels_pull(subset_id: int) -> None:
+    """Fetch the finished annotations of the subset's Label Studio project and import them."""
+    _label_job(subset_id, "pull")
 
 
 def _settings_overrides(pairs: list[str]) -> dict:

@@ -1,8 +1,5 @@
 """Labeling API: export for labeling, import labels (label sets, undo), Label Studio hand-off, trust."""
 
-import io
-import json
-import zipfile
 from typing import Annotated
 
 from fastapi import APIRouter, File, Form, Query, UploadFile
@@ -14,6 +11,8 @@ from backend.errors import AppError
 from backend.jobs.schemas import JobRead
 from backend.labels import connection, formats, jobs, service
 from backend.labels import probe_trust as trust
+from backend.labels.export import MEDIA, export_file
+from backend.labels.formats import LabelingRow
 from backend.labels.labeling_rows import prompt_rows, subset_rows
 from backend.labels.schemas import (
     FileFormat,
@@ -38,28 +37,13 @@ router = APIRouter(tags=["labels"])
 PoolId = PathId(Pool, "Pool")
 SubsetId = PathId(Subset, "Subset")
 LabelSetId = PathId(LabelSet, "Label set")
-MEDIA = {"label-studio": "application/json", "label-studio-config": "application/xml", "argilla": "application/zip",
-         "csv": "text/csv", "jsonl": "application/x-ndjson"}
-SUFFIX = {"label-studio": "label-studio-tasks.json", "label-studio-config": "label-studio-config.xml",
-          "argilla": "argilla.zip", "csv": "to-label.csv", "jsonl": "to-label.jsonl"}
 _FILE = {200: {"content": {media: {} for media in MEDIA.values()}, "description": "The file to label"}}
 
 
-def _file(pool: Pool, rows: list[formats.LabelingRow], format: str, stem: str) -> Response:
-    if format == "label-studio":
-        body = json.dumps(formats.label_studio_tasks(rows, pool.id), ensure_ascii=False, indent=1).encode()
-    elif format == "label-studio-config":
-        body = formats.label_studio_config(pool.task_type, [row.prompt for row in rows]).encode()
-    elif format == "argilla":
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-            for name, content in formats.argilla_dataset(rows, pool.task_type, pool.id).items():
-                archive.writestr(f"{stem}-argilla/{name}", content)
-        body = buffer.getvalue()
-    else:
-        body = formats.template_csv(rows) if format == "csv" else formats.template_jsonl(rows)
-    return Response(body, media_type=MEDIA[format],
-                    headers={"Content-Disposition": f'attachment; filename="{stem}-{SUFFIX[format]}"'})
+def _file(pool: Pool, rows: list[LabelingRow], format: str, stem: str) -> Response:
+    body, filename = export_file(pool.task_type, pool.id, rows, format, stem)
+    disposition = f'attachment; filename="{filename}"'
+    return Response(body, media_type=MEDIA[format], headers={"Content-Disposition": disposition})
 
 
 def _import_read(outcome: service.ImportOutcome) -> LabelImportRead:
