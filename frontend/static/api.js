@@ -114,3 +114,21 @@ export async function download(path, fallbackName = "download") {
   setTimeout(() => URL.revokeObjectURL(url), 30_000);
   return name;
 }
+
+// File download from a POST with a JSON body (the planner's picks for labeling): like download().
+export async function downloadPost(path, json, fallbackName = "download") {
+  const response = await send(path, { method: "POST", json });
+  if (!response.ok) throw await failure(response, true);
+  const blob = await response.blob();
+  const name = filenameFrom(response.headers.get("content-disposition")) || fallbackName;
+  const url = URL.createObjectURL(blob);
+  const link = document.createElement("a");
+  link.href = url;
+  link.download = name;
+  link.hidden = true;
+  document.body.append(link);
+  link.click();
+  link.remove();
+  setTimeout(() => URL.revokeObjectURL(url), 30_000);
+  return name;
+}

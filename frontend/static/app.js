@@ -6,6 +6,7 @@ import { renderSignin } from "./pages/signin.js";
 import { renderPools } from "./pages/pools.js";
 import { renderPool } from "./pages/pool.js";
 import { renderPlanner } from "./pages/planner.js";
+import { renderSubset } from "./pages/subset.js";
 import { renderExperiments } from "./pages/experiments.js";
 import { renderExperiment } from "./pages/experiment.js";
 import { renderRun } from "./pages/run.js";
@@ -16,6 +17,7 @@ const routes = [
   { pattern: /^#\/pools$/, nav: "pools", render: renderPools },
   { pattern: /^#\/pools\/(\d+)$/, nav: "pool", render: renderPool },
   { pattern: /^#\/planner\/(\d+)$/, nav: "planner", render: renderPlanner },
+  { pattern: /^#\/subsets\/(\d+)$/, nav: "planner", render: renderSubset },
   { pattern: /^#\/experiments$/, nav: "experiments", render: renderExperiments },
   { pattern: /^#\/experiments\/(\d+)$/, nav: "experiments", render: renderExperiment },
   { pattern: /^#\/runs\/(\d+)$/, nav: "experiments", render: renderRun },
