@@ -1,9 +1,10 @@
-import { ApiError, api, download } from "../api.js";
+import { ApiError, api, download, downloadPost } from "../api.js";
 import { h, replace } from "../dom.js";
 import {
   badge, card, clearError, debounce, emptyState, field, fmt, forecastShare, notify, renderFigure, reportError, select,
   statusBadge,
 } from "../ui.js";
+import { labelingExport, trustPanel } from "../labeling.js";
 import { trainingForm } from "../training.js";
 import { difficultyBar, fetchPool } from "./pool.js";
 
@@ -102,6 +103,21 @@ export async function renderPlanner(ctx, probeId) {
   const freezeButton = h("button", { type: "button", id: "freeze-button", "data-testid": "freeze-button", class: "btn btn-primary" }, "Freeze subset");
   const frozen = h("div", { id: "frozen-subset", "data-testid": "frozen-subset", hidden: true });
   const subsetList = h("div", { id: "subset-list" }, emptyState("Loading…"));
+  const selectionExport = labelingExport({
+    prefix: "selection-labeling",
+    label: "Download the picks",
+    fetchFile: (format) => downloadPost("/api/selections/labeling-export", { ...body(), format },
+      `probe-${probeId}-${strategy.value}-${format}`),
+  });
+
+  // Label-free probes: how far agreement ranks like pass rate, at the budget's N (shown once the probe is known).
+  const trust = trustPanel(ctx, { testid: "trust" });
+  const trustCard = card("Can this label-free pick be trusted?", {
+    id: "trust-card",
+    subtitle: "Agreement against pass rate on labeled prompts, at the N this budget picks.",
+  }, trust.element);
+  trustCard.hidden = true;
+  let trustN = null;
 
   // ---------- training inputs (shared by experiments and single runs) ----------
   const training = trainingForm(ctx);
@@ -136,9 +152,14 @@ export async function renderPlanner(ctx, probeId) {
         card("Budget and strategy", { subtitle: "Every change previews the pick." }, form),
         card("Freeze this subset", { subtitle: "Save the pick so it can be exported and trained on." },
           h("div", { class: "stack" }, field("Subset name", subsetName), h("div", { class: "row" }, freezeButton)),
-          frozen)),
+          frozen),
+        card("Send the picks for labeling", {
+          id: "selection-labeling-card",
+          subtitle: "The prompts this preview picks, as a file for annotators (freeze first to send to Label Studio from the subset's page).",
+        }, selectionExport)),
       h("div", { class: "planner-main" },
         card("Preview", { actions: updating }, headline, warning, caveat, figure),
+        trustCard,
         card("Strategies at this budget", { subtitle: "Same N for every strategy. Click a row to switch to it." }, comparison),
         card("Picked prompts", { id: "picked-card" }, picked))),
     launchCard,
@@ -193,6 +214,15 @@ export async function renderPlanner(ctx, probeId) {
     renderFigure(figure, r.figure);
     renderComparison(r.comparison || [], r.strategy || strategy.value, agreement);
     renderPicked(r.prompts || [], r.n, agreement);
+    syncTrust();
+  }
+
+  function syncTrust() {
+    const r = state.last;
+    if (!r || !state.probe || !state.probe.label_free || !(r.n > 0) || r.n === trustN) return;
+    trustN = r.n;
+    trustCard.hidden = false;
+    trust.load(state.probe, { n: r.n });
   }
   subsetName.addEventListener("input", () => { subsetName.dataset.touched = "1"; });
 
@@ -296,7 +326,8 @@ export async function renderPlanner(ctx, probeId) {
   function showFrozen(subset) {
     frozen.hidden = false;
     replace(frozen, h("div", { class: "frozen" },
-      h("div", { class: "frozen-head" }, badge("frozen", "ok"), h("span", { class: "strong", id: "frozen-name" }, subset.name), h("span", { class: "muted" }, ` · subset #${subset.id}`)),
+      h("div", { class: "frozen-head" }, badge("frozen", "ok"), h("span", { class: "strong", id: "frozen-name" }, subset.name), h("span", { class: "muted" }, ` · subset #${subset.id}`),
+        h("a", { href: `#/subsets/${subset.id}`, id: "frozen-subset-link", "data-testid": "frozen-subset-link", class: "push-right" }, "Label it →")),
       h("p", { class: "muted small", id: "frozen-forecast", "data-testid": "frozen-forecast" },
         subset.difficulty_basis === "agreement"
           ? `${fmt.int(subset.n)} prompts · ${subset.strategy} · label-free: ranked by agreement, no learnable-share forecast`
@@ -373,7 +404,7 @@ export async function renderPlanner(ctx, probeId) {
             h("th", null, "Created"), h("th", null, "Export"))),
           h("tbody", null, subsets.map((s) => h("tr", { "data-subset-id": s.id },
             h("td", { class: "muted" }, s.id),
-            h("td", { class: "strong" }, s.name),
+            h("td", { class: "strong" }, h("a", { href: `#/subsets/${s.id}`, "data-testid": `subset-link-${s.id}` }, s.name)),
             h("td", null, s.strategy, s.strategy === "band" ? h("span", { class: "muted small" }, ` [${s.band_low}, ${s.band_high}]`) : null),
             h("td", { class: "num" }, fmt.int(s.n)),
             h("td", { class: "muted nowrap" }, budgetText(s)),
@@ -426,6 +457,7 @@ export async function renderPlanner(ctx, probeId) {
     }
   }
   if (!touched) preview();  // otherwise the user's edit already scheduled one
+  else syncTrust();  // a preview that came before the probe did not know it was label-free
   loadSubsets();
   loadExperiments();
 }

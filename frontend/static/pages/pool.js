@@ -3,6 +3,7 @@ import { h, replace } from "../dom.js";
 import {
   badge, card, clearPlot, emptyState, field, fmt, notify, renderFigure, reportError, select, stat,
 } from "../ui.js";
+import { exportsTable, importLabels, importReport, jobProgress, trustPanel, undoReport } from "../labeling.js";
 
 const ACTIVE = new Set(["queued", "running", "cancelling"]);
 const PAGE_SIZE = 50;
@@ -76,10 +77,35 @@ export async function renderPool(ctx, poolId) {
 
   const histogram = h("div", { id: "difficulty-histogram", "data-testid": "difficulty-histogram", class: "plot" });
   const summary = h("div", { id: "difficulty-summary", class: "stats" });
+  const trust = trustPanel(ctx, { testid: "trust" });
   const difficultyCard = card("Difficulty", { id: "difficulty-card", actions: planLink, subtitle: "How often the model solves each prompt across its k samples." },
-    summary, histogram);
+    summary, histogram,
+    h("h3", null, "Can label-free difficulty be trusted?"),
+    h("p", { class: "muted small" }, "How far answer agreement (no labels needed) ranks prompts like pass rate does, on labeled prompts, "
+      + "and how many of the hardest 10% by pass rate the hardest 10% by agreement would find."),
+    trust.element);
   const difficultySubtitle = difficultyCard.querySelector(".card-sub");
   difficultyCard.hidden = true;
+
+  // ---------- labels panel ----------
+  const labelStats = h("div", { class: "stats", id: "labels-stats", "data-testid": "labels-stats" });
+  const costInput = h("input", { type: "number", id: "labels-cost", "data-testid": "labels-cost", min: "0", step: "0.01", placeholder: "e.g. 0.50" });
+  const costSave = h("button", { type: "button", class: "btn btn-ghost", id: "labels-cost-save", "data-testid": "labels-cost-save" }, "Save");
+  const labelSetsBox = h("div", { id: "label-sets", "data-testid": "label-sets" }, emptyState("Loading…"));
+  const exportsBox = h("div", { id: "labeling-exports", "data-testid": "labeling-exports" });
+  const subsetsBox = h("div", { id: "pool-subsets", "data-testid": "pool-subsets" }, emptyState("Loading…"));
+  const undoProgress = jobProgress(ctx, { testid: "labels-undo-regrade", title: "Re-grading after the undo" });
+  const importBox = h("div", { id: "pool-import" });
+  const labelsCard = card("Labels", {
+    id: "labels-card",
+    subtitle: "Gold answers: how many prompts have one, what they cost, and the imports that set them.",
+  },
+  labelStats,
+  h("div", { class: "row cost-row" }, field("Cost per label", costInput, { hint: "Money per labeled prompt; empty to clear" }), costSave),
+  h("h3", null, "Import labels"), importBox,
+  h("h3", null, "Label sets"), undoProgress.element, labelSetsBox,
+  h("h3", null, "Sent for labeling"), exportsBox,
+  h("h3", null, "Frozen subsets"), subsetsBox);
 
   const tableBox = h("div", { id: "prompt-table-box" }, emptyState("Loading prompts…"));
   const pager = h("div", { class: "pager", id: "prompt-pager" });
@@ -97,6 +123,7 @@ export async function renderPool(ctx, poolId) {
       card("Probe the model", { subtitle: "Sample k completions per prompt and grade them." }, probeForm),
       card("Probe status", { id: "probe-card" }, probePicker, jobBox)),
     difficultyCard,
+    labelsCard,
     card("Prompts", { id: "prompts-card", subtitle: "Click a row to read the model's completions." }, tableBox, pager),
     dialog);
 
@@ -150,6 +177,7 @@ export async function renderPool(ctx, poolId) {
       state.probes = [];
     }
     if (!ctx.alive) return;
+    loadSubsets();
     const chosen = state.probes.find((p) => String(p.id) === String(selectId)) || state.probes[0] || null;
     renderProbeOptions();
     await selectProbe(chosen);
@@ -338,6 +366,7 @@ export async function renderPool(ctx, poolId) {
         stat(`${sym} = 1 ${labelFree ? "(unanimous)" : "(always solved)"}`, fmt.pct(s.share_at_1), { id: "summary-at-1" }),
         stat("prompts scored", fmt.int(s.count), { id: "summary-count" }));
       renderFigure(histogram, result.figure);
+      trust.load(probe);
     } catch (err) {
       reportError(err);
     }
@@ -476,6 +505,131 @@ export async function renderPool(ctx, poolId) {
           }))));
   }
 
+  // ---------- labels ----------
+  async function loadLabels() {
+    try {
+      const labels = await api(`/api/pools/${poolId}/labels`);
+      if (!ctx.alive) return;
+      renderLabels(labels);
+    } catch (err) {
+      reportError(err);
+    }
+  }
+
+  function renderLabels(l) {
+    replace(labelStats,
+      stat("labeled prompts", h("span", { "data-testid": "labels-labeled" }, fmt.int(l.labeled)), { big: true }),
+      stat("unlabeled", h("span", { "data-testid": "labels-unlabeled" }, fmt.int(l.unlabeled))),
+      stat("answers from imports in effect", h("span", { "data-testid": "labels-imported" }, fmt.int(l.imported_labels))),
+      stat("spent on labels", h("span", { "data-testid": "labels-spent" }, l.spent == null ? "–" : fmt.num(l.spent)),
+        { hint: l.cost_per_label == null ? "set a cost per label" : `${fmt.int(l.imported_labels)} × ${l.cost_per_label}` }));
+    if (document.activeElement !== costInput) costInput.value = l.cost_per_label == null ? "" : String(l.cost_per_label);
+    const sets = l.label_sets || [];
+    replace(labelSetsBox, sets.length === 0 ? emptyState("No labels imported yet.")
+      : h("div", { class: "table-scroll" }, h("table", { class: "table", id: "label-sets-table", "data-testid": "label-sets-table" },
+        h("thead", null, h("tr", null, h("th", null, "#"), h("th", null, "Source"), h("th", null, "Format"), h("th", null, "By"),
+          h("th", { class: "num" }, "Answers set"), h("th", { class: "num" }, "Changed"), h("th", null, "Created"), h("th", null, "Undone"), h("th", null, ""))),
+        h("tbody", null, sets.flatMap(labelSetRows)))));
+    replace(exportsBox, (l.exports || []).length === 0 ? emptyState("Nothing sent for labeling yet: freeze a subset in the planner, then export it from its page.")
+      : exportsTable(l.exports, { withSubset: true }));
+  }
+
+  function labelSetRows(set) {
+    const reportRow = h("tr", { class: "report-row", hidden: true }, h("td", { colspan: "9" }, importReport(set.report, set, set.source)));
+    const toggle = h("button", { type: "button", class: "btn btn-ghost btn-small", "data-testid": `label-set-report-${set.id}`,
+      onclick: () => { reportRow.hidden = !reportRow.hidden; } }, "Report");
+    const undo = !set.undone_at && h("button", {
+      type: "button", class: "btn btn-ghost btn-small btn-danger", "data-testid": `label-set-undo-${set.id}`,
+    }, "Undo");
+    if (undo) undo.addEventListener("click", () => undoLabelSet(set, undo));
+    return [h("tr", { "data-label-set-id": set.id, class: set.undone_at ? "undone" : null },
+      h("td", { class: "muted" }, set.id),
+      h("td", { class: "source-cell" }, set.source),
+      h("td", null, set.format),
+      h("td", { class: "muted" }, set.token_name || "–"),
+      h("td", { class: "num" }, fmt.int(set.label_count)),
+      h("td", { class: "num" }, fmt.int(set.changed_count)),
+      h("td", { class: "muted nowrap" }, fmt.date(set.created_at)),
+      h("td", { class: "nowrap", "data-testid": `label-set-undone-${set.id}` }, set.undone_at
+        ? [badge("undone", "muted"), h("span", { class: "muted small" }, ` ${fmt.date(set.undone_at)}${set.undone_by ? ` by ${set.undone_by}` : ""}`)]
+        : "–"),
+      h("td", { class: "nowrap" }, toggle, " ", undo)), reportRow];
+  }
+
+  async function undoLabelSet(set, button) {
+    const ok = window.confirm(`Undo label set #${set.id} (${set.label_count} answers from ${set.source})? `
+      + "The answers it replaced come back, and the stored samples are graded again.");
+    if (!ok) return;
+    button.disabled = true;
+    try {
+      const result = await api(`/api/label-sets/${set.id}/undo`, { method: "POST" });
+      notify(undoReport(result.report).textContent);
+      await afterLabelsChanged();
+      if (result.report.regrade_job_id) {
+        const job = await undoProgress.follow({ id: result.report.regrade_job_id, status: "queued", progress_done: 0, progress_total: 0, message: "" });
+        if (job) await afterLabelsChanged();
+      }
+    } catch (err) {
+      reportError(err);
+      button.disabled = false;
+    }
+  }
+
+  costSave.addEventListener("click", async () => {
+    const raw = costInput.value.trim();
+    const cost = raw === "" ? null : Number(raw);
+    if (cost !== null && !(cost >= 0)) {
+      reportError(new Error(`Cost per label must be a number of 0 or more (got "${raw}"); leave it empty to clear it.`));
+      return;
+    }
+    costSave.disabled = true;
+    try {
+      const labels = await api(`/api/pools/${poolId}/labeling`, { method: "PUT", json: { cost_per_label: cost } });
+      if (!ctx.alive) return;
+      renderLabels(labels);
+      notify(cost === null ? "Cost per label cleared." : `Cost per label set to ${cost}.`);
+    } catch (err) {
+      reportError(err);
+    } finally {
+      costSave.disabled = false;
+    }
+  });
+
+  // Answers changed (an import, an undo, its re-grading): the pool's facts, the probe's scores and the
+  // trust panel read them.
+  async function afterLabelsChanged() {
+    await loadLabels();
+    try {
+      const pool = await fetchPool(poolId);
+      if (!ctx.alive) return;
+      state.pool = pool;
+      renderFacts(pool);
+      const probe = state.probe;
+      if (probe) {
+        const fresh = await api(`/api/probes/${probe.id}`);
+        if (!ctx.alive || state.probe !== probe) return;
+        Object.assign(probe, fresh, { job: state.job || fresh.job });
+        if (state.scoredProbeId === probe.id) showScores(probe);
+      }
+    } catch (err) {
+      reportError(err);
+    }
+  }
+
+  async function loadSubsets() {
+    try {
+      const lists = await Promise.all(state.probes.map((p) => api(`/api/subsets?probe_id=${encodeURIComponent(p.id)}`)));
+      if (!ctx.alive) return;
+      const subsets = lists.flat().sort((a, b) => b.id - a.id);
+      replace(subsetsBox, subsets.length === 0 ? emptyState("No frozen subsets yet: plan a budget and freeze one.")
+        : h("ul", { class: "link-list" }, subsets.map((x) => h("li", { "data-subset-id": x.id },
+          h("a", { href: `#/subsets/${x.id}`, "data-testid": `subset-link-${x.id}` }, x.name),
+          h("span", { class: "muted small" }, ` · ${fmt.int(x.n)} prompts · ${x.strategy} · probe #${x.probe_id} · ${fmt.date(x.created_at)}`)))));
+    } catch (err) {
+      reportError(err);
+    }
+  }
+
   // ---------- start ----------
   try {
     state.pool = await fetchPool(poolId);
@@ -487,7 +641,8 @@ export async function renderPool(ctx, poolId) {
   if (!ctx.alive) return;
   renderFacts(state.pool);
   ctx.setNav({ pool: { id: state.pool.id, name: state.pool.name } });
-  await Promise.all([loadModels(), loadProbes()]);
+  replace(importBox, importLabels(ctx, poolId, { onImported: () => afterLabelsChanged() }));
+  await Promise.all([loadModels(), loadProbes(), loadLabels()]);
 }
 
 function fact(label, value) {
