@@ -28,7 +28,11 @@ worker: $(STAMP)
 chromium:
 	@command -v chromium >/dev/null || { $(SUDO) apt-get update -q && $(SUDO) apt-get install -y -q chromium; }
 
-test: $(STAMP) chromium
+# Label Studio, in its own venv (its pins must not meet ours), for the tests that hand prompts to a real server.
+label-studio:
+	$(PYTHON) tests/labels/label_studio_server.py install
+
+test: $(STAMP) chromium label-studio
 	$(PY) -m pytest
 
 bench: $(STAMP)
