@@ -63,6 +63,11 @@ class Settings(BaseSettings):
         description="Labels that re-grade at most this many stored samples do it within the import; "
                     "more, and a re-grading job with progress does it.",
     )
+    label_studio_hosts: str = Field(
+        "", validation_alias="BUDGETLAB_LABEL_STUDIO_HOSTS",
+        description="Comma-separated host names a Label Studio URL may point at (empty: any). Limits where "
+                    "the server connects on a token holder's say.",
+    )
     worker_lost_seconds: float = Field(
         600, gt=0, validation_alias="BUDGETLAB_WORKER_LOST_SECONDS",
         description="A running training job without a heartbeat for this long failed: its worker was lost.",

@@ -54,8 +54,14 @@ SEMANTIC_REFUSALS = {
     "POST /api/subsets": _BUDGET,
     "POST /api/experiments": f"{_BUDGET}; {_TRAINING}",
     "POST /api/runs": _TRAINING,
+    "POST /api/selections/labeling-export": _BUDGET,
+    "POST /api/pools/{pool_id}/labels": "the file must hold labels (Label Studio, Argilla, CSV or JSONL with id and "
+                                        "answer) for the pool's prompts; the schema can only say 'binary'",
+    "PUT /api/label-studio": "a Label Studio server must answer at the URL and accept the key",
 }
 SEMANTIC_STATUSES = {400, 415, 422}
+# Generated Label Studio URLs must never send the server anywhere but this machine.
+LOOPBACK_ONLY = {"BUDGETLAB_LABEL_STUDIO_HOSTS": "127.0.0.1,localhost"}
 VALID_UPLOAD = {"file": b'{"question": "What is 2 + 3?", "answer": "5"}\n', "format": "jsonl", "name": "contract"}
 
 
@@ -73,7 +79,7 @@ def live_api(service_env, app, tmp_path_factory):  # `app` registers the admin t
     port = _free_port()
     log = open(logs / "api.log", "w")
     api = subprocess.Popen([sys.executable, "-m", "uvicorn", "backend.app:create_app", "--factory", "--host",
-                            "127.0.0.1", "--port", str(port)], cwd=ROOT, env={**os.environ, **service_env},
+                            "127.0.0.1", "--port", str(port)], cwd=ROOT, env={**os.environ, **service_env, **LOOPBACK_ONLY},
                            stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:

@@ -1,10 +1,13 @@
 """The Label Studio server this Budgetlab talks to: saved once, checked when saved, its key never shown."""
 
+from urllib.parse import urlsplit
+
 from sqlmodel import Session, select
 
 from backend.errors import AppError
 from backend.labels.label_studio import LabelStudioClient, LabelStudioError
 from backend.labels.tables import LabelStudioConnection
+from backend.settings import get_settings
 from backend.timeutil import utcnow
 
 
@@ -20,11 +23,22 @@ def connection_read(connection: LabelStudioConnection | None) -> dict:
             "updated_by": connection.updated_by}
 
 
+def _check_url(url: str) -> str:
+    url = url.strip().rstrip("/")
+    parsed = urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise AppError(422, f"The Label Studio URL must start with http:// or https:// and name a host "
+                            f"(got '{url[:100]}'), e.g. http://localhost:8080.")
+    allowed = [host.strip().lower() for host in get_settings().label_studio_hosts.split(",") if host.strip()]
+    if allowed and parsed.hostname.lower() not in allowed:
+        raise AppError(422, f"This Budgetlab may only talk to Label Studio on {', '.join(allowed)} "
+                            f"(BUDGETLAB_LABEL_STUDIO_HOSTS), not on '{parsed.hostname}'; ask its administrator.")
+    return url
+
+
 def save_connection(session: Session, url: str, api_key: str, token_name: str | None) -> LabelStudioConnection:
     """Check that the server answers and accepts the key, then keep both (one connection at a time)."""
-    url = url.strip().rstrip("/")
-    if not url.startswith(("http://", "https://")):
-        raise AppError(422, f"The Label Studio URL must start with http:// or https:// (got '{url[:100]}').")
+    url = _check_url(url)
     if not api_key.strip():
         raise AppError(422, "The API key is empty; copy it from Label Studio's Account & Settings page.")
     try:
@@ -50,4 +64,4 @@ def client_for(session: Session) -> LabelStudioClient:
     if connection is None:
         raise AppError(409, "No Label Studio server is configured; save its URL and API key first "
                             "(PUT /api/label-studio, or the Label Studio settings on the subset page).")
-    return LabelStudioClient(connection.url, connection.api_key)
+    return LabelStudioClient(_check_url(connection.url), connection.api_key)

@@ -68,7 +68,9 @@ def export_subset_for_labeling(subset_id: SubsetId, session: SessionDep, token: 
     return _file(pool, rows, format, f"subset-{subset.id}")
 
 
-@router.post("/selections/labeling-export", response_class=Response, responses=_FILE)
+@router.post("/selections/labeling-export", response_class=Response,
+             responses={**_FILE, 404: {"description": "The probe does not exist"},
+                        409: {"description": "The probe has not finished"}})
 def export_selection_for_labeling(body: SelectionExport, session: SessionDep, token: CurrentToken) -> Response:
     """The prompts a planner preview picks, without freezing a subset first."""
     selection = compute_selection(session, body)

@@ -1,7 +1,7 @@
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from backend.subsets.schemas import SelectionRequest
 
@@ -57,10 +57,12 @@ class LabelImportRead(BaseModel):
 
 
 class LabelingSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     cost_per_label: float | None = Field(ge=0, le=1e9, description="What one label costs; None to clear")
 
 
 class LabelStudioSave(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     url: str = Field(min_length=1, max_length=2000, description="e.g. http://localhost:8080")
     api_key: str = Field(min_length=1, max_length=4000, description="Stored on the server; never returned")
 
