@@ -22,7 +22,14 @@ export async function renderSubset(ctx, subsetId) {
   const lsHint = h("p", { class: "muted small", "data-testid": "ls-hint" });
   const progress = jobProgress(ctx, { testid: "ls-progress", title: "Label Studio" });
   const outcome = h("div", { "data-testid": "ls-outcome", id: "ls-outcome" });
-  const settings = labelStudioSettings(ctx, { onChange: syncLabelStudio });
+  const settings = labelStudioSettings(ctx, {
+    onChange: (connection) => {
+      lsBox.open = !connection.configured;  // the form is the next step then
+      syncLabelStudio();
+    },
+  });
+  const lsBox = h("details", { class: "ls-settings-box", "data-testid": "ls-settings-box" },
+    h("summary", null, "Label Studio server"), settings.element);
 
   function project() {
     const exports = state.labels ? state.labels.exports : [];
@@ -83,8 +90,7 @@ export async function renderSubset(ctx, subsetId) {
       h("section", { class: "labeling-step" }, h("h3", null, "Export for labeling"), exportBox),
       h("section", { class: "labeling-step" }, h("h3", null, "Label Studio"),
         h("div", { class: "row" }, push, pull), lsHint, progress.element, outcome,
-        h("details", { class: "ls-settings-box", "data-testid": "ls-settings-box" },
-          h("summary", null, "Label Studio server"), settings.element))),
+        lsBox)),
     h("section", { class: "labeling-step" }, h("h3", null, "Import labels"), poolLabels, importBox),
     h("section", { class: "labeling-step" }, h("h3", null, "Sent for labeling"), sent)));
 
