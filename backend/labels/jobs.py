@@ -107,9 +107,10 @@ def _push(job_id: int) -> str:
         title = f"Budgetlab: {pool.name} / {subset.name}"[:50]
         task_type, pool_id, subset_id, token_name = pool.task_type, pool.id, subset.id, spec.token_name
     _progress(job_id, 0, len(rows), f"creating a Label Studio project for {len(rows)} prompts")
-    project_id = client.create_project(title, label_studio_config(task_type, [row.prompt for row in rows]))
-    imported = client.import_tasks(project_id, label_studio_tasks(rows, pool_id), on_progress=lambda done, total: (
-        _progress(job_id, done, total, f"imported {done} of {total} tasks into project {project_id}")))
+    with client:
+        project_id = client.create_project(title, label_studio_config(task_type, [row.prompt for row in rows]))
+        imported = client.import_tasks(project_id, label_studio_tasks(rows, pool_id), on_progress=lambda done, total: (
+            _progress(job_id, done, total, f"imported {done} of {total} tasks into project {project_id}")))
     with session_scope() as session:
         service.record_export(session, pool_id, subset_id, "label-studio-project", imported, token_name,
                               label_studio_project_id=project_id, label_studio_url=client.project_url(project_id),
@@ -131,7 +132,8 @@ def _pull(job_id: int) -> str:
         client = client_for(session)
         project_id = pushed.label_studio_project_id
     _progress(job_id, 0, 2, f"fetching the annotations of Label Studio project {project_id}")
-    content = client.export_annotations(project_id)
+    with client:
+        content = client.export_annotations(project_id)
     _progress(job_id, 1, 2, "importing the labels")
     with session_scope() as session:
         spec = session.get(LabelJob, job_id)

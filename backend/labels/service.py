@@ -45,6 +45,9 @@ def get_label_set(session: Session, label_set_id: int) -> LabelSet:
 
 
 def _refuse_while_probing(session: Session, pool: Pool, doing: str) -> None:
+    # The pool row, locked until commit on Postgres: two imports into one pool take turns, so each
+    # records the answer it really replaced.
+    session.exec(select(Pool.id).where(Pool.id == pool.id).with_for_update()).one()
     jobs = regrade.running_probe_jobs(session, pool.id)
     if jobs:
         raise AppError(409, f"A probe of pool {pool.id} is still running (job {', '.join(map(str, jobs))}); its "
