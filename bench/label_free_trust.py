@@ -14,7 +14,7 @@ Per-prompt scores can be saved (``--save``) and re-read (``--scores``) to redo s
 
 Usage: nice .venv/bin/python bench/label_free_trust.py [--gsm8k-prompts 64] [--bbh-prompts 64]
        [--bbh-tasks tracking_shuffled_objects_three_objects ...] [--k 8] [--max-new-tokens 256]
-       [--budgets 0.1 0.25] [--save scores.json | --scores scores.json] [--device cpu]
+       [--budgets 0.1 0.25] [--save scores.json | --scores scores.json] [--device cpu] [--threads 1]
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ BBH_TASKS = ("tracking_shuffled_objects_three_objects", "tracking_shuffled_objec
 
 def gsm8k_rows(path: Path, count: int) -> list[tuple[str, str]]:
     """The first ``count`` (question, answer) pairs of the GSM8K test JSONL."""
-    rows = []
+    rows: list[tuple[str, str]] = []
+    if count <= 0:
+        return rows
     with path.open() as handle:
         for line in handle:
             row = json.loads(line)
@@ -48,6 +50,8 @@ def gsm8k_rows(path: Path, count: int) -> list[tuple[str, str]]:
 
 def bbh_rows(directory: Path, tasks: list[str], count: int) -> list[tuple[str, str]]:
     """``count`` (input, target) pairs, the first ones of each task in equal shares."""
+    if count <= 0:
+        return []
     per_task = -(-count // len(tasks))
     rows = []
     for task in tasks:
@@ -125,6 +129,7 @@ def main() -> None:
     parser.add_argument("--budgets", type=float, nargs="+", default=[0.10, 0.25], help="shares of the prompts")
     parser.add_argument("--model", default=DEFAULT_MODEL)
     parser.add_argument("--device", default=None, help="cpu or cuda (default: cuda if available)")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (1 is far faster on a CPU other jobs share)")
     parser.add_argument("--save", type=Path, help="write the per-prompt scores here (JSON)")
     parser.add_argument("--scores", type=Path, help="read per-prompt scores saved by --save instead of probing")
     args = parser.parse_args()
@@ -150,6 +155,9 @@ def main() -> None:
 
     from worker.engines import get_engine
 
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
     if args.device:
         from worker.engines.transformers_engine import TransformersEngine
 
@@ -165,6 +173,8 @@ def main() -> None:
             (f"GSM8K test, first {args.gsm8k_prompts}", gsm8k_rows(gsm8k, args.gsm8k_prompts), "numeric"),
             (f"BBH {', '.join(args.bbh_tasks)}: {args.bbh_prompts}", bbh_rows(bbh, args.bbh_tasks, args.bbh_prompts),
              "choice")):
+        if not rows:  # --gsm8k-prompts 0 or --bbh-prompts 0: that dataset is skipped
+            continue
         print(f"probing {name} ({task_type})", flush=True)
         scores, seconds = probe_scores(engine, rows, task_type, settings)
         datasets[name] = {"scores": scores, "seconds": seconds}

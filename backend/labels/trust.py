@@ -108,8 +108,9 @@ def trust_report(agreement: np.ndarray, pass_rate: np.ndarray, n: int, seed: int
                      f"perfect ranking expects recall {best_recall:.2f} here.")
     warning = None
     if rho is not None and rho < LOW_RHO:
-        warning = (f"Agreement ranks prompts unlike pass rate here (ρ = {rho:.2f}): a label-free pick is close to "
-                   f"random; label a sample and check.")
+        verdict = "close to random" if rho > -LOW_RHO else "worse than random (it favours the easy prompts)"
+        warning = (f"Agreement ranks prompts unlike pass rate here (ρ = {rho:.2f}): a label-free pick is {verdict}; "
+                   f"label a sample and check.")
     return TrustReport(
         prompts=prompts, n=n, rho=rho, rho_low=low, rho_high=high, jaccard=jaccard, recall=recall,
         chance_recall=n / prompts, chance_jaccard=chance_jaccard(prompts, n), best_recall=best_recall,
