@@ -94,6 +94,7 @@ export function jobProgress(ctx, { testid, title }) {
     const kind = { succeeded: "ok", failed: "bad", cancelled: "muted", cancelling: "warn" }[job.status] || "";
     element.hidden = false;
     element.dataset.status = job.status;
+    element.dataset.jobId = String(job.id);
     replace(element,
       h("div", { class: "job-head" }, h("span", { class: "job-title" }, `${title} · job #${job.id}`),
         h("span", { "data-testid": `${testid}-state`, "data-status": job.status }, statusBadge(job.status))),
@@ -127,7 +128,16 @@ export function jobProgress(ctx, { testid, title }) {
       timer = setTimeout(tick, ACTIVE_STATUSES.has(job.status) ? 500 : 0);
     });
   }
-  return { element, follow };
+  // Forget the job shown: a new one is about to start, and the old status must not read as its own.
+  function reset() {
+    clearTimeout(timer);
+    followed = null;
+    element.hidden = true;
+    delete element.dataset.status;
+    delete element.dataset.jobId;
+    replace(element);
+  }
+  return { element, follow, reset };
 }
 
 // ---------- import labels ----------
@@ -208,16 +218,19 @@ export function importReport(report, labelSet, source, failed = false) {
       reportStat("unchanged", r.unchanged, "unchanged"),
       reportStat("annotations", r.annotations, "annotations read")),
     regraded && h("p", { class: "muted small" }, regraded),
-    problemList(r.unknown_ids, "unknown-ids", "ids not in this pool (skipped)",
+    problemList(r.unknown_ids, "unknown-ids", ["id not in this pool (skipped)", "ids not in this pool (skipped)"],
       ["Id"], (id) => [h("span", { class: "mono" }, String(id))]),
-    problemList(r.empty_answers, "empty", "empty answers (skipped)",
+    problemList(r.empty_answers, "empty", ["empty answer (skipped)", "empty answers (skipped)"],
       ["Id", "Where"], (x) => [h("span", { class: "mono" }, String(x.id)), x.line ?? "–"]),
-    problemList(r.ungradeable, "ungradeable", `answers a ${r.task_type || "this"} pool cannot grade (skipped)`,
+    problemList(r.ungradeable, "ungradeable", [`answer a ${r.task_type || "this"} pool cannot grade (skipped)`,
+      `answers a ${r.task_type || "this"} pool cannot grade (skipped)`],
       ["Id", "Answer", "Where"], (x) => [h("span", { class: "mono" }, String(x.id)), h("span", { class: "mono" }, String(x.answer ?? "")), x.line ?? "–"]),
-    problemList(r.disagreements, "disagreements", "prompts whose annotators disagree (settled by majority)",
+    problemList(r.disagreements, "disagreements", ["prompt whose annotators disagree (settled by majority)",
+      "prompts whose annotators disagree (settled by majority)"],
       ["Id", "Kept answer", "Agreeing / annotations"],
       (x) => [h("span", { class: "mono" }, String(x.id)), h("span", { class: "mono" }, String(x.answer ?? "")), `${x.agreeing} / ${x.annotations}`]),
-    problemList(r.ties, "ties", "ties between annotators (not imported: label them again)",
+    problemList(r.ties, "ties", ["tie between annotators (not imported: label it again)",
+      "ties between annotators (not imported: label them again)"],
       ["Id", "Tied answers"],
       (x) => [h("span", { class: "mono" }, String(x.id)),
         Object.entries(x.answers || {}).map(([answer, count]) => h("span", { class: "tie" }, h("code", null, answer), ` ×${count}`))]));
@@ -235,8 +248,9 @@ function reportStat(key, value, label) {
     h("div", { class: "stat-value" }, fmt.int(value ?? 0)), h("div", { class: "stat-label" }, label));
 }
 
-function problemList(entry, key, label, heads, cells) {
+function problemList(entry, key, [one, many], heads, cells) {
   if (!entry || !entry.count) return null;
+  const label = entry.count === 1 ? one : many;
   const examples = entry.examples || [];
   const more = entry.count - examples.length;
   return h("details", { class: "report-problem", "data-testid": `report-${key}`, open: key !== "unknown-ids" || entry.count <= 5 },

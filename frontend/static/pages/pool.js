@@ -528,15 +528,17 @@ export async function renderPool(ctx, poolId) {
     const sets = l.label_sets || [];
     replace(labelSetsBox, sets.length === 0 ? emptyState("No labels imported yet.")
       : h("div", { class: "table-scroll" }, h("table", { class: "table", id: "label-sets-table", "data-testid": "label-sets-table" },
-        h("thead", null, h("tr", null, h("th", null, "#"), h("th", null, "Source"), h("th", null, "Format"), h("th", null, "By"),
-          h("th", { class: "num" }, "Answers set"), h("th", { class: "num" }, "Changed"), h("th", null, "Created"), h("th", null, "Undone"), h("th", null, ""))),
+        h("thead", null, h("tr", null, h("th", null, "#"), h("th", null, "Source"), h("th", null, "Format"),
+          h("th", { class: "num", title: "Prompts whose answer this import set" }, "Answers"),
+          h("th", { class: "num", title: "Of those, prompts that had another answer before" }, "Changed"),
+          h("th", null, "Created · by"), h("th", null, "Undone"), h("th", null, ""))),
         h("tbody", null, sets.flatMap(labelSetRows)))));
     replace(exportsBox, (l.exports || []).length === 0 ? emptyState("Nothing sent for labeling yet: freeze a subset in the planner, then export it from its page.")
       : exportsTable(l.exports, { withSubset: true }));
   }
 
   function labelSetRows(set) {
-    const reportRow = h("tr", { class: "report-row", hidden: true }, h("td", { colspan: "9" }, importReport(set.report, set, set.source)));
+    const reportRow = h("tr", { class: "report-row", hidden: true }, h("td", { colspan: "8" }, importReport(set.report, set, set.source)));
     const toggle = h("button", { type: "button", class: "btn btn-ghost btn-small", "data-testid": `label-set-report-${set.id}`,
       onclick: () => { reportRow.hidden = !reportRow.hidden; } }, "Report");
     const undo = !set.undone_at && h("button", {
@@ -547,12 +549,12 @@ export async function renderPool(ctx, poolId) {
       h("td", { class: "muted" }, set.id),
       h("td", { class: "source-cell" }, set.source),
       h("td", null, set.format),
-      h("td", { class: "muted" }, set.token_name || "–"),
       h("td", { class: "num" }, fmt.int(set.label_count)),
       h("td", { class: "num" }, fmt.int(set.changed_count)),
-      h("td", { class: "muted nowrap" }, fmt.date(set.created_at)),
-      h("td", { class: "nowrap", "data-testid": `label-set-undone-${set.id}` }, set.undone_at
-        ? [badge("undone", "muted"), h("span", { class: "muted small" }, ` ${fmt.date(set.undone_at)}${set.undone_by ? ` by ${set.undone_by}` : ""}`)]
+      h("td", { class: "created-cell" }, h("div", { class: "nowrap" }, fmt.date(set.created_at)),
+        h("div", { class: "muted small", "data-testid": `label-set-by-${set.id}` }, set.token_name ? `by ${set.token_name}` : "")),
+      h("td", { class: "undone-cell", "data-testid": `label-set-undone-${set.id}` }, set.undone_at
+        ? [badge("undone", "muted"), h("div", { class: "muted small" }, `${fmt.date(set.undone_at)}${set.undone_by ? ` by ${set.undone_by}` : ""}`)]
         : "–"),
       h("td", { class: "nowrap" }, toggle, " ", undo)), reportRow];
   }

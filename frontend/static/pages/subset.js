@@ -50,6 +50,7 @@ export async function renderSubset(ctx, subsetId) {
     button.dataset.busy = "1";
     push.disabled = pull.disabled = true;
     replace(outcome);
+    progress.reset();
     try {
       const job = await api(`/api/subsets/${subsetId}/label-studio/${action}`, { method: "POST" });
       const done = await progress.follow(job);
