@@ -163,6 +163,7 @@ export function importLabels(ctx, poolId, { onImported } = {}) {
     form.append("file", chosen, chosen.name);
     if (dryRun) form.append("dry_run", "true");
     check.disabled = submit.disabled = true;
+    regrade.reset();
     try {
       const result = await api(`/api/pools/${poolId}/labels`, { method: "POST", form });
       if (!ctx.alive) return;

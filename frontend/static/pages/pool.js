@@ -564,6 +564,7 @@ export async function renderPool(ctx, poolId) {
       + "The answers it replaced come back, and the stored samples are graded again.");
     if (!ok) return;
     button.disabled = true;
+    undoProgress.reset();
     try {
       const result = await api(`/api/label-sets/${set.id}/undo`, { method: "POST" });
       notify(undoReport(result.report).textContent);
