@@ -18,6 +18,9 @@ export const LABELING_FORMATS = [
 export const FORMAT_NAMES = Object.fromEntries([...LABELING_FORMATS,
   ["label-studio-project", "Label Studio project"]]);
 
+// Only http(s) addresses become links: a stored URL is user input, and a javascript: one must not be clickable.
+export const webHref = (url) => (typeof url === "string" && /^https?:\/\//i.test(url) ? url : null);
+
 const inlineError = (testid) => h("div", { class: "inline-error", "data-testid": testid, role: "alert", hidden: true });
 function showInline(box, err) {
   if (err && err.redirected) return;
@@ -70,8 +73,8 @@ export function exportsTable(exports, { withSubset = false } = {}) {
       h("td", null, FORMAT_NAMES[x.format] || x.format),
       h("td", { class: "num" }, fmt.int(x.prompt_count)),
       h("td", null, x.label_studio_project_id != null
-        ? (x.label_studio_url
-          ? h("a", { href: x.label_studio_url, target: "_blank", rel: "noopener noreferrer" }, `project #${x.label_studio_project_id}`)
+        ? (webHref(x.label_studio_url)
+          ? h("a", { href: webHref(x.label_studio_url), target: "_blank", rel: "noopener noreferrer" }, `project #${x.label_studio_project_id}`)
           : `project #${x.label_studio_project_id}`)
         : "–"),
       h("td", { class: "muted" }, x.token_name || "–"))))));
@@ -102,7 +105,8 @@ export function jobProgress(ctx, { testid, title }) {
         h("div", { class: `progress-fill ${kind}`, style: { width: `${(share * 100).toFixed(1)}%` } })),
       h("div", { class: "job-numbers" }, h("span", null, `${fmt.int(done)} / ${fmt.int(total)}`),
         ACTIVE_STATUSES.has(job.status) && job.eta_seconds != null && h("span", null, `${fmt.duration(job.eta_seconds)} left`)),
-      job.message && h("p", { class: "muted small job-message", "data-testid": `${testid}-message` }, job.message),
+      job.message && job.message !== job.error
+        && h("p", { class: "muted small job-message", "data-testid": `${testid}-message` }, job.message),
       job.status === "failed" && h("div", { class: "inline-error", "data-testid": `${testid}-error` },
         h("strong", null, "It failed: "), job.error || "no error message was recorded."));
   }
@@ -145,7 +149,7 @@ export function jobProgress(ctx, { testid, title }) {
 // File input with "Check" (dry run) and "Import", then the report. `onImported(result)` runs after an
 // import that changed answers, and again when its re-grading job ends.
 export function importLabels(ctx, poolId, { onImported } = {}) {
-  const file = h("input", { type: "file", "data-testid": "labels-file", id: "labels-file", name: "file" });
+  const file = h("input", { type: "file", "data-testid": "labels-file", id: "labels-file", name: "file", "aria-label": "Labels file" });
   const check = h("button", { type: "button", class: "btn btn-ghost", "data-testid": "labels-check", id: "labels-check" }, "Check");
   const submit = h("button", { type: "button", class: "btn btn-primary", "data-testid": "labels-import", id: "labels-import" }, "Import labels");
   const error = inlineError("labels-error");
@@ -288,7 +292,9 @@ export function labelStudioSettings(ctx, { onChange } = {}) {
       });
       replace(element, h("div", { class: "row" },
         badge("connected", "ok"),
-        h("a", { href: connection.url, target: "_blank", rel: "noopener noreferrer", "data-testid": "ls-configured-url", class: "mono" }, connection.url),
+        webHref(connection.url)
+          ? h("a", { href: webHref(connection.url), target: "_blank", rel: "noopener noreferrer", "data-testid": "ls-configured-url", class: "mono" }, connection.url)
+          : h("span", { "data-testid": "ls-configured-url", class: "mono" }, connection.url),
         h("span", { class: "muted small" }, `saved ${fmt.date(connection.updated_at)}${connection.updated_by ? ` by ${connection.updated_by}` : ""}`),
         change, forget));
       return;

@@ -3,7 +3,7 @@ import { api, download } from "../api.js";
 import { h, replace } from "../dom.js";
 import { card, emptyState, fmt, forecastShare, reportError } from "../ui.js";
 import {
-  exportsTable, importLabels, jobProgress, labelStudioSettings, labelingExport,
+  exportsTable, importLabels, jobProgress, labelStudioSettings, labelingExport, webHref,
 } from "../labeling.js";
 import { fetchPool } from "./pool.js";
 
@@ -59,8 +59,8 @@ export async function renderSubset(ctx, subsetId) {
       if (done.status === "succeeded") {
         const pushed = project();
         replace(outcome, h("p", { class: "ls-outcome ok" }, action === "push" ? "Sent. " : "Pulled. ", done.message || "",
-          action === "push" && pushed && pushed.label_studio_url && [" ", h("a", {
-            href: pushed.label_studio_url, target: "_blank", rel: "noopener noreferrer", "data-testid": "ls-project-link",
+          action === "push" && pushed && webHref(pushed.label_studio_url) && [" ", h("a", {
+            href: webHref(pushed.label_studio_url), target: "_blank", rel: "noopener noreferrer", "data-testid": "ls-project-link",
           }, "Open the project in Label Studio →")],
           action === "pull" && [" ", h("a", { href: `#/pools/${state.subset.pool_id}`, "data-testid": "ls-pool-link" }, "See the pool's label sets →")]));
       }
