@@ -79,8 +79,8 @@ def live_api(service_env, app, tmp_path_factory):  # `app` registers the admin t
     port = _free_port()
     log = open(logs / "api.log", "w")
     api = subprocess.Popen([sys.executable, "-m", "uvicorn", "backend.app:create_app", "--factory", "--host",
-                            "127.0.0.1", "--port", str(port)], cwd=ROOT, env={**os.environ, **service_env, **LOOPBACK_ONLY},
-                           stdout=log, stderr=subprocess.STDOUT)
+                            "127.0.0.1", "--port", str(port)], cwd=ROOT,
+                           env={**os.environ, **service_env, **LOOPBACK_ONLY}, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60

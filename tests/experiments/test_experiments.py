@@ -199,7 +199,7 @@ def test_unfinished_probe_and_pool_without_answers_are_409(client):
     unfinished = make_probed_pool(6, finished=False)
     unlabeled = make_probed_pool(6, label_free=True)
     before = count_rows()
-    for probe_id, words in [(unfinished.probe_id, "has not finished"), (unlabeled.probe_id, "without answers")]:
+    for probe_id, words in [(unfinished.probe_id, "has not finished"), (unlabeled.probe_id, "have no answer")]:
         response = client.post("/api/experiments", json={"probe_id": probe_id, "budget": {"kind": "count",
                                                                                           "value": 2}})
         assert response.status_code == 409 and words in response.json()["detail"], response.text

@@ -1,5 +1,7 @@
 """The runs API: every bad input answered in words before anything is written or queued."""
 
+import re
+
 from sqlalchemy import func
 from sqlmodel import select
 
@@ -26,7 +28,8 @@ def refused(client, body: dict, status: int) -> dict:
 
 def test_subset_without_answers_is_409_saying_how_to_add_them(client):
     body = refused(client, {"subset_id": make_subset(label_free=True)}, 409)
-    assert "without answers" in body["detail"] and "answer column" in body["detail"]
+    assert re.search(r"\d+ of the \d+ prompts of subset \d+ have no answer", body["detail"]), body["detail"]
+    assert "Export the subset for labeling, import the labels" in body["detail"]
 
 
 def test_batch_not_divisible_by_the_group_size_is_422_with_the_rule(client):

@@ -125,19 +125,21 @@ def test_cancel_before_start_trains_nothing(service_artifacts):
 
 
 def test_subset_without_answers_fails_with_how_to_add_them(service_artifacts):
-    from backend.pools.tables import Pool
+    from sqlalchemy import update
+
+    from backend.pools.tables import Prompt
     from backend.subsets.tables import Subset
     from worker.training import train_run
 
     run_id, job_id = new_run({**TINY, "max_steps": 2})
-    with session_scope() as session:  # answers removed after the run was created
-        pool = session.get(Pool, session.get(Subset, session.get(Run, run_id).subset_id).pool_id)
-        pool.has_answers = False
-        session.add(pool)
+    with session_scope() as session:  # answers removed after the run was created (labels undone)
+        subset = session.get(Subset, session.get(Run, run_id).subset_id)
+        session.execute(update(Prompt).where(Prompt.pool_id == subset.pool_id).values(answer=None, gold=None))
     assert train_run(run_id) == "failed"
     with session_scope() as session:
         job = session.get(Job, job_id)
-        assert job.status == "failed" and "answer column" in job.error and "Traceback" not in job.error
+        assert job.status == "failed" and f"of subset {subset.id} have no answer" in job.error
+        assert "Import their labels" in job.error and "Traceback" not in job.error
 
 
 def test_out_of_memory_fails_with_the_settings_to_lower(service_artifacts, monkeypatch):
