@@ -29,6 +29,9 @@ def _is_json(response: httpx.Response) -> bool:
 class LabelStudioError(Exception):
     """Talking to Label Studio failed; the message is meant for the manager who configured it."""
 
+    def __init__(self, message: str):
+        super().__init__(message if message.endswith((".", "?", "!")) else message + ".")
+
 
 def is_personal_access_token(key: str) -> bool:
     """True when the key has a JWT's shape (three base64url parts, a JSON header naming an algorithm)."""
@@ -153,12 +156,12 @@ class LabelStudioClient:
         except httpx.ConnectError as exc:
             reason = "connection refused" if "refused" in str(exc).lower() else self._scrub(str(exc))
             raise LabelStudioError(
-                f"could not reach Label Studio at {self.url}: {reason}; check that it runs and the URL"
+                f"Could not reach Label Studio at {self.url}: {reason}; check that it is running and that the URL is right"
             ) from None
         except httpx.TransportError as exc:
             raise LabelStudioError(
-                f"the connection to Label Studio at {self.url} failed ({type(exc).__name__}: {self._scrub(str(exc))}); "
-                "check that it runs and the URL"
+                f"The connection to Label Studio at {self.url} failed ({type(exc).__name__}: {self._scrub(str(exc))}); "
+                "check that it is running and that the URL is right"
             ) from None
 
     def _auth_headers(self) -> dict[str, str]:

@@ -85,7 +85,8 @@ def test_a_closed_port_says_the_server_could_not_be_reached():
     with LabelStudioClient(url, "secret-key-123456") as client, pytest.raises(LabelStudioError) as error:
         client.check()
     assert str(error.value) == (
-        f"could not reach Label Studio at {url}: connection refused; check that it runs and the URL"
+        f"Could not reach Label Studio at {url}: connection refused; check that it is running and that the URL is "
+        "right."
     )
 
 
