@@ -400,6 +400,8 @@ export async function renderPool(ctx, poolId) {
   function renderPromptTable(page) {
     const items = page.items || [];
     const labelFree = state.pool && !state.pool.has_answers;
+    // A label-free pool with labels imported since shows their answers and the re-graded pass rates too.
+    const graded = !labelFree || items.some((item) => item.answer != null);
     const scored = Boolean(state.scoredProbeId);
     const arrow = state.order === "-difficulty" ? " ↓" : state.order === "difficulty" ? " ↑" : "";
     const diffHeader = h("th", { class: "num sortable", id: "sort-difficulty", "data-testid": "sort-difficulty", "aria-sort": arrow ? (arrow.includes("↓") ? "descending" : "ascending") : "none" },
@@ -418,11 +420,11 @@ export async function renderPool(ctx, poolId) {
         h("td", { class: "num muted" }, item.position ?? "–"),
         h("td", { class: "mono nowrap" }, item.external_id ?? item.id),
         h("td", { class: "prompt-cell" }, h("div", { class: "clamp" }, item.text)),
-        !labelFree && h("td", { class: "answer-cell mono" }, item.answer ?? "–"),
-        labelFree
-          ? h("td", { class: "num nowrap" }, s ? `${fmt.num(s.agreement)}` : "–",
-            s && s.majority_answer != null && h("span", { class: "muted small" }, ` · ${s.majority_answer}`))
-          : h("td", { class: "num nowrap wilson" }, s ? fmt.wilson(s.pass_rate, s.wilson_low, s.wilson_high) : "–"),
+        graded && h("td", { class: "answer-cell mono" }, item.answer ?? "–"),
+        labelFree && h("td", { class: "num nowrap" }, s ? `${fmt.num(s.agreement)}` : "–",
+          s && s.majority_answer != null && h("span", { class: "muted small" }, ` · ${s.majority_answer}`)),
+        graded && h("td", { class: "num nowrap wilson" },
+          s && s.pass_rate != null ? fmt.wilson(s.pass_rate, s.wilson_low, s.wilson_high) : "–"),
         h("td", { class: "num" }, s ? difficultyBar(s.difficulty) : "–"));
       if (scored) {
         tr.addEventListener("click", () => openDrilldown(item));
@@ -435,8 +437,9 @@ export async function renderPool(ctx, poolId) {
       ? emptyState("No prompts in this pool.")
       : h("div", { class: "table-scroll" }, h("table", { class: "table prompts", id: "prompt-table", "data-testid": "prompt-table" },
         h("thead", null, h("tr", null, posHeader, h("th", null, "ID"), h("th", null, "Prompt"),
-          !labelFree && h("th", null, "Answer"),
-          h("th", { class: "num" }, labelFree ? "Agreement · majority" : "Pass rate [95% Wilson]"),
+          graded && h("th", null, "Answer"),
+          labelFree && h("th", { class: "num" }, "Agreement · majority"),
+          graded && h("th", { class: "num" }, "Pass rate [95% Wilson]"),
           diffHeader)),
         h("tbody", null, rows))));
 

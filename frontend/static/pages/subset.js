@@ -1,7 +1,7 @@
 // A frozen subset: its facts, and labeling: export for labeling, Label Studio push/pull, import labels.
 import { api, download } from "../api.js";
 import { h, replace } from "../dom.js";
-import { card, emptyState, fmt, forecastShare, reportError } from "../ui.js";
+import { card, emptyState, field, fmt, forecastShare, notify, reportError } from "../ui.js";
 import {
   exportsTable, importLabels, jobProgress, labelStudioSettings, labelingExport, webHref,
 } from "../labeling.js";
@@ -81,6 +81,26 @@ export async function renderSubset(ctx, subsetId) {
   });
   const importBox = h("div", { id: "subset-import" });
 
+  // ---------- train ----------
+  // A quick_cpu run of the probe's model; the planner has every setting. Refused, with how many prompts
+  // still lack an answer, until the subset is labeled.
+  const trainSteps = h("input", { type: "number", id: "subset-train-steps", "data-testid": "subset-train-steps", min: 1, value: 30 });
+  const trainButton = h("button", { type: "button", id: "subset-train", "data-testid": "subset-train", class: "btn btn-primary" },
+    "Train on this subset");
+  trainButton.addEventListener("click", async () => {
+    trainButton.disabled = true;
+    try {
+      const settings = { max_steps: Number(trainSteps.value) };
+      const run = await api("/api/runs", { method: "POST", json: { subset_id: Number(subsetId), preset: "quick_cpu", settings } });
+      notify(`Run #${run.id} queued.`);
+      location.hash = `#/runs/${run.id}`;
+    } catch (err) {
+      reportError(err);
+    } finally {
+      trainButton.disabled = false;
+    }
+  });
+
   ctx.root.append(
     h("div", { class: "page-head" }, crumbs, title, facts),
     card("Labeling", {
@@ -93,7 +113,9 @@ export async function renderSubset(ctx, subsetId) {
         h("div", { class: "row" }, push, pull), lsHint, progress.element, outcome,
         lsBox)),
     h("section", { class: "labeling-step" }, h("h3", null, "Import labels"), poolLabels, importBox),
-    h("section", { class: "labeling-step" }, h("h3", null, "Sent for labeling"), sent)));
+    h("section", { class: "labeling-step" }, h("h3", null, "Sent for labeling"), sent)),
+    card("Train", { id: "subset-train-card", subtitle: "GRPO with the quick_cpu preset on the probe's model; the planner offers every setting." },
+      h("div", { class: "row" }, field("Steps", trainSteps), trainButton)));
 
   async function loadLabels() {
     if (!state.subset) return;
