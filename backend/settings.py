@@ -59,7 +59,7 @@ class Settings(BaseSettings):
         description="How often a worker process says it is alive; silent for 3 beats counts as gone.",
     )
     regrade_inline_samples: int = Field(
-        200_000, ge=0, validation_alias="BUDGETLAB_REGRADE_INLINE_SAMPLES",
+        20_000, ge=0, validation_alias="BUDGETLAB_REGRADE_INLINE_SAMPLES",
         description="Labels that re-grade at most this many stored samples do it within the import; "
                     "more, and a re-grading job with progress does it.",
     )

@@ -77,12 +77,15 @@ def regrade_pool(session: Session, pool: Pool, prompt_ids: Sequence[int], progre
 
 
 def _regrade_batch(session: Session, probe: Probe, task_type: str, prompt_ids: list[int], label_free: bool) -> int:
+    # The ids are rendered into the SQL: a statement psycopg prepares after a few batches gets a generic
+    # plan, which Postgres (with stale statistics) ran as a scan of the probe's samples (bench/regrade_speed.py).
+    ids = bindparam("ids", [int(i) for i in prompt_ids], expanding=True, literal_execute=True)
     prompts = {pid: (text, gold) for pid, text, gold in session.exec(
-        select(Prompt.id, Prompt.text, Prompt.gold).where(Prompt.id.in_(prompt_ids)))}
+        select(Prompt.id, Prompt.text, Prompt.gold).where(Prompt.id.in_(ids)))}
     samples: dict[int, list[tuple[int, str | None]]] = {}
     for sample_id, prompt_id, extracted in session.exec(
             select(Sample.id, Sample.prompt_id, Sample.extracted_answer)
-            .where(Sample.probe_id == probe.id, Sample.prompt_id.in_(prompt_ids))
+            .where(Sample.probe_id == probe.id, Sample.prompt_id.in_(ids))
             .order_by(Sample.prompt_id, Sample.sample_index)):
         samples.setdefault(prompt_id, []).append((sample_id, extracted))
     score_rows, sample_rows = [], []
