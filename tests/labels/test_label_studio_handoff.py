@@ -106,3 +106,34 @@ def test_pull_before_push_and_push_without_a_server_say_what_to_do(client, label
                                                "budget": {"kind": "count", "value": 3}}).json()
     refused = client.post(f"/api/subsets/{subset['id']}/label-studio/push")
     assert refused.status_code == 409 and "No Label Studio server is configured" in refused.json()["detail"]
+
+
+def test_cli_connect_push_pull(service_env, label_studio):
+    from typer.testing import CliRunner
+
+    from backend.cli import app as cli
+    from backend.database import session_scope
+    from backend.subsets.schemas import SubsetCreate
+    from backend.subsets.service import freeze
+
+    probe = make_label_free_probe(8)
+    with session_scope() as session:
+        subset_id = freeze(session, SubsetCreate(probe_id=probe.probe_id, strategy="hard",
+                                                 budget={"kind": "count", "value": 3})).id
+    runner = CliRunner()
+    result = runner.invoke(cli, ["labels", "connect", label_studio.url, "--api-key", label_studio.token])
+    assert result.exit_code == 0 and label_studio.token not in result.output, result.output
+    try:
+        result = runner.invoke(cli, ["labels", "push", str(subset_id)])
+        assert result.exit_code == 0 and "Sent 3 prompts to http://127.0.0.1" in result.output, result.output
+        project_id = int(result.output.rsplit("/projects/", 1)[1].split("/", 1)[0])
+        for task in label_studio.tasks(project_id):
+            label_studio.submit_answer(task["id"], task["data"]["budgetlab_id"][1:])
+        result = runner.invoke(cli, ["labels", "pull", str(subset_id)])
+        assert result.exit_code == 0 and "3 prompts matched (3 new" in result.output, result.output
+        assert "Label set" in result.output
+    finally:
+        with session_scope() as session:
+            from backend.labels.connection import delete_connection
+
+            delete_connection(session)
