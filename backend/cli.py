@@ -383,16 +383,18 @@ def labels_export(
     output: Path | None = typer.Option(None, help="Output file (default: a name with the subset and format)."),
 ) -> None:
     """Export a frozen subset's prompts for annotators (recorded as sent for labeling)."""
+    from backend.database import get_or_404
     from backend.labels.export import MEDIA, export_file
     from backend.labels.labeling_rows import subset_rows
-    from backend.labels.service import get_pool, record_export
+    from backend.labels.service import record_export
+    from backend.pools.tables import Pool
     from backend.subsets.service import get_subset
 
     if format not in MEDIA:
         _fail(f"Unknown format '{format}'; use one of: {', '.join(MEDIA)}.")
     with _session() as session:
         subset = get_subset(session, subset_id)
-        pool = get_pool(session, subset.pool_id)
+        pool = get_or_404(session, Pool, subset.pool_id)
         rows = subset_rows(session, subset)
         content, name = export_file(pool.task_type, pool.id, rows, format, f"subset-{subset.id}")
         if format != "label-studio-config":
@@ -419,11 +421,11 @@ def _show_import(report: dict, label_set) -> None:
         typer.echo(f"Re-grading the probes' samples in job {report['regrade_job_id']}.")
 
 
-def _send_regrade(session, outcome) -> None:
+def _send_regrade(session, outcome, pool_id: int) -> None:
     if outcome.regrade_job_id:
         from backend.labels.jobs import send
 
-        send(session, [outcome.regrade_job_id])
+        send(session, [outcome.regrade_job_id], regrade_pool_id=pool_id)
 
 
 @labels_app.command("import")
@@ -433,8 +435,10 @@ def labels_import(
     dry_run: bool = typer.Option(False, help="Show the report; change nothing."),
 ) -> None:
     """Import labels (Label Studio or Argilla export, or CSV/JSONL with id and answer) into a pool."""
+    from backend.database import get_or_404
     from backend.labels.formats import LabelFileError, parse_labels
-    from backend.labels.service import get_pool, import_labels
+    from backend.labels.service import import_labels
+    from backend.pools.tables import Pool
 
     if not file.is_file():
         _fail(f"{file} is not a file.")
@@ -443,9 +447,10 @@ def labels_import(
     except LabelFileError as exc:
         _fail(f"{file}: {exc} Nothing was imported.")
     with _session() as session:
-        outcome = import_labels(session, get_pool(session, pool_id), parsed, file.name, "cli", dry_run=dry_run)
+        outcome = import_labels(session, get_or_404(session, Pool, pool_id), parsed, file.name, "cli",
+                                dry_run=dry_run)
         _show_import(outcome.report, outcome.label_set)
-        _send_regrade(session, outcome)
+        _send_regrade(session, outcome, pool_id)
 
 
 @labels_app.command("undo")
@@ -455,10 +460,29 @@ def labels_undo(label_set_id: int) -> None:
     from backend.labels.service import get_label_set, undo
 
     with _session() as session:
-        outcome = undo(session, get_label_set(session, label_set_id), "cli")
+        label_set = get_label_set(session, label_set_id)
+        outcome = undo(session, label_set, "cli")
         typer.echo(f"Label set {label_set_id} undone: {outcome.report['restored']} answers restored, "
                    f"{outcome.report['kept_later_answers']} kept from later imports.")
-        _send_regrade(session, outcome)
+        _send_regrade(session, outcome, label_set.pool_id)
+
+
+@labels_app.command("regrade")
+@_app_errors
+def labels_regrade(pool_id: int) -> None:
+    """Re-grade the stored samples of a pool's probes against its answers now (after a re-grading job failed)."""
+    from backend.database import get_or_404
+    from backend.labels.service import regrade_all
+    from backend.pools.tables import Pool
+
+    with _session() as session:
+        outcome = regrade_all(session, get_or_404(session, Pool, pool_id), "cli")
+        if outcome.regrade_job_id:
+            typer.echo(f"Re-grading in job {outcome.regrade_job_id}.")
+        else:
+            typer.echo(f"Re-graded {outcome.report['regraded']['samples']} samples of "
+                       f"{outcome.report['regraded']['probes']} probes.")
+        _send_regrade(session, outcome, pool_id)
 
 
 @labels_app.command("connect")
@@ -475,7 +499,8 @@ def labels_connect(url: str, api_key: str = typer.Option(..., prompt=True, hide_
 
 def _label_job(subset_id: int, action: str) -> None:
     from backend.labels.connection import client_for
-    from backend.labels.jobs import create_label_job, run_label_job
+    from backend.labels.jobs import run_label_job
+    from backend.labels.service import create_label_job
     from backend.labels.tables import LabelJob
     from backend.subsets.service import get_subset
 
@@ -488,7 +513,14 @@ def _label_job(subset_id: int, action: str) -> None:
 
     # In this process, like probe --local: the job row still records progress and the outcome.
     threading.Thread(target=run_label_job, args=(job_id,), daemon=True).start()
-    job = _watch(job_id, unit="task" if action == "push" else "step")
+    try:
+        job = _watch(job_id, unit="task" if action == "push" else "step")
+    except KeyboardInterrupt:  # the job runs in this process: it ends with it, so say so on its row
+        from backend.jobs.service import fail_unless_finished
+
+        with _session() as session:
+            fail_unless_finished(session, job_id, f"Stopped: the CLI running this {action} was interrupted.")
+        raise
     if job.status != "succeeded":
         _fail(f"{action} job {job_id} {job.status}: {job.error or job.message}")
     with _session() as session:

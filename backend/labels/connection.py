@@ -1,5 +1,6 @@
 """The Label Studio server this Budgetlab talks to: saved once, checked when saved, its key never shown."""
 
+import ipaddress
 from urllib.parse import urlsplit
 
 from sqlmodel import Session, select
@@ -25,22 +26,37 @@ def connection_read(connection: LabelStudioConnection | None) -> dict:
 
 def _check_url(url: str) -> str:
     url = url.strip().rstrip("/")
-    parsed = urlsplit(url)
-    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+    try:
+        parsed = urlsplit(url)
+        host, _port = parsed.hostname, parsed.port
+    except ValueError:
+        host = None
+    if not url.startswith(("http://", "https://")) or not host:
         raise AppError(422, f"The Label Studio URL must start with http:// or https:// and name a host "
                             f"(got '{url[:100]}'), e.g. http://localhost:8080.")
-    allowed = [host.strip().lower() for host in get_settings().label_studio_hosts.split(",") if host.strip()]
-    if allowed and parsed.hostname.lower() not in allowed:
+    allowed = [name.strip().lower() for name in get_settings().label_studio_hosts.split(",") if name.strip()]
+    if allowed and host.lower() not in allowed:
         raise AppError(422, f"This Budgetlab may only talk to Label Studio on {', '.join(allowed)} "
-                            f"(BUDGETLAB_LABEL_STUDIO_HOSTS), not on '{parsed.hostname}'; ask its administrator.")
+                            f"(BUDGETLAB_LABEL_STUDIO_HOSTS), not on '{host}'; ask its administrator.")
+    if not allowed and _link_local(host):
+        raise AppError(422, f"'{host}' is a link-local address (cloud metadata services live there), not a Label "
+                            "Studio server; to allow it anyway, list it in BUDGETLAB_LABEL_STUDIO_HOSTS.")
     return url
+
+
+def _link_local(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_link_local
+    except ValueError:
+        return host.lower() in ("metadata", "metadata.google.internal")
 
 
 def save_connection(session: Session, url: str, api_key: str, token_name: str | None) -> LabelStudioConnection:
     """Check that the server answers and accepts the key, then keep both (one connection at a time)."""
     url = _check_url(url)
-    if not api_key.strip():
-        raise AppError(422, "The API key is empty; copy it from Label Studio's Account & Settings page.")
+    if not api_key.strip() or not api_key.strip().isascii() or not api_key.strip().isprintable():
+        raise AppError(422, "The API key is empty or holds characters no Label Studio token has; copy it again "
+                            "from Label Studio's Account & Settings page.")
     try:
         LabelStudioClient(url, api_key.strip()).check()
     except LabelStudioError as exc:

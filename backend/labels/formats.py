@@ -240,6 +240,17 @@ _SHAPE_NAMES = {_LS_TASK: "Label Studio tasks", _LS_MIN: "Label Studio JSON-MIN 
 
 def parse_labels(filename: str, content: bytes) -> ParsedLabels:
     """Read the annotations in an uploaded file, whatever supported format it is in (see module doc)."""
+    try:
+        return _parse_labels(filename, content)
+    except (TypeError, AttributeError, KeyError, RecursionError, csv.Error) as error:
+        # A shape the readers do not expect (a number where a list belongs, JSON nested thousands deep):
+        # still the file's fault, said as such rather than as a server error.
+        raise LabelFileError(f"{filename} has a structure this importer does not read ({type(error).__name__}: "
+                             f"{str(error)[:200]}); upload the export as the labeling tool wrote it, or a CSV "
+                             "with id and answer columns") from None
+
+
+def _parse_labels(filename: str, content: bytes) -> ParsedLabels:
     text = _decode(filename, content)
     stripped = text.lstrip()
     if not stripped:
@@ -350,7 +361,8 @@ def _parse_json_items(items: list[tuple[str, object]], is_lines: bool) -> Parsed
 
 
 def _json_type(value: object) -> str:
-    return {list: "list", str: "string", bool: "boolean", int: "number", float: "number"}.get(type(value), "null")
+    return {list: "list", dict: "object", str: "string", bool: "boolean", int: "number",
+            float: "number"}.get(type(value), "null")
 
 
 def _some(places: Sequence[str], limit: int = 5) -> str:
@@ -509,6 +521,10 @@ def _scalar_text(value: object) -> str | None:
 
 
 def _parse_csv(text: str) -> ParsedLabels:
+    from backend.pools.ingest import MAX_LINE_BYTES
+
+    if csv.field_size_limit() < MAX_LINE_BYTES:  # a long prompt in our own template must read back, as ingest does
+        csv.field_size_limit(MAX_LINE_BYTES)
     header_line = next(line for line in text.splitlines() if line.strip())
     try:
         dialect: type[csv.Dialect] | csv.Dialect = csv.Sniffer().sniff(header_line, delimiters=",;\t")

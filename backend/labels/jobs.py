@@ -7,8 +7,8 @@ from sqlmodel import Session, select
 
 from backend.database import session_scope
 from backend.errors import AppError
-from backend.jobs.service import create_job, fail_unless_finished, lock_job, transition
-from backend.jobs.tables import FINISHED, Job, JobStatus
+from backend.jobs.service import fail_unless_finished, lock_job, transition
+from backend.jobs.tables import FINISHED, JobStatus
 from backend.labels import regrade, service
 from backend.labels.connection import client_for
 from backend.labels.formats import LabelFileError, label_studio_config, label_studio_tasks, parse_labels
@@ -21,19 +21,9 @@ from backend.subsets.tables import Subset
 log = logging.getLogger(__name__)
 
 LABEL_JOB_TASK = "budgetlab.label_job"
-KINDS = {"push": "label_push", "pull": "label_pull", "regrade": service.REGRADE_JOB_KIND}
-
-
-def create_label_job(session: Session, action: str, pool_id: int, subset_id: int | None, token_name: str | None,
-                     total: int = 0) -> Job:
-    job = create_job(session, KINDS[action], total=total)
-    session.add(LabelJob(job_id=job.id, action=action, pool_id=pool_id, subset_id=subset_id, token_name=token_name))
-    session.flush()
-    return job
-
-
-def send(session: Session, job_ids: list[int]) -> None:
-    """Commit, then send each job's task (ids only). A broker failure fails the jobs and raises 503."""
+def send(session: Session, job_ids: list[int], regrade_pool_id: int | None = None) -> None:
+    """Commit, then send each job's task (ids only). A broker failure fails the jobs and raises 503
+    (saying, for a re-grade of `regrade_pool_id`, that the labels were saved and how to re-grade)."""
     from worker.celery_app import enqueue
 
     session.commit()
@@ -43,6 +33,10 @@ def send(session: Session, job_ids: list[int]) -> None:
     except Exception as exc:
         message = (f"Could not queue the labeling job: the task broker is unreachable ({exc}). Start it (or check "
                    "CELERY_BROKER_URL) and try again.")
+        if regrade_pool_id is not None:  # the answers are in; only their scores wait
+            message = (f"The labels were saved, but re-grading the stored samples could not be queued: the task "
+                       f"broker is unreachable ({exc}). Once it runs, re-grade with POST /api/pools/{regrade_pool_id}"
+                       f"/regrade (budgetlab labels regrade {regrade_pool_id}).")
         for job_id in job_ids:
             fail_unless_finished(session, job_id, message)
         session.commit()
@@ -149,7 +143,7 @@ def _pull(job_id: int) -> str:
         regrade_job = outcome.regrade_job_id
     if regrade_job is not None:
         with session_scope() as session:
-            send(session, [regrade_job])
+            send(session, [regrade_job], regrade_pool_id=spec.pool_id)
     return status
 
 
@@ -158,15 +152,25 @@ def _regrade(job_id: int) -> str:
         spec = session.get(LabelJob, job_id)
         pool = session.get(Pool, spec.pool_id)
 
-        def progress(done: int, total: int) -> None:
+        def progress(done: int, total: int) -> bool:
             # Commits each batch: re-grading against the answers of the moment can be repeated safely,
             # and on SQLite a second connection could not write progress past our open transaction.
             job = lock_job(session, job_id)
+            if job.status == JobStatus.cancelling:
+                transition(session, job, JobStatus.cancelled, f"cancelled after {done} of {total} samples")
+                session.commit()
+                return False
             job.progress_done, job.progress_total = done, total
             job.message = f"re-graded {done} of {total} samples"
             session.add(job)
             session.commit()
+            # The pool row, locked for the next batch: an import waits for it, so no batch grades against
+            # answers an import is replacing.
+            regrade.lock_pool(session, pool.id)
+            return True
 
-        regrade.regrade_pool(session, pool, spec.prompt_ids or [], progress=progress)
+        regrade.lock_pool(session, pool.id)
+        if not regrade.regrade_pool(session, pool, spec.prompt_ids or [], progress=progress):
+            return "cancelled"
         return _finish(session, job_id, {"prompts": len(spec.prompt_ids or [])},
                        f"re-graded {len(spec.prompt_ids or [])} prompts' samples")

@@ -121,10 +121,11 @@ class LabelStudioClient:
         try:
             return response.json()
         except ValueError:
-            start = response.text[:60].strip().replace("\n", " ")
+            kind = response.headers.get("content-type", "no content type").split(";")[0]
+            # Not echoed: a URL that is not Label Studio must not become a way to read other servers' pages.
             raise LabelStudioError(
-                f"{self.url}{response.request.url.path} answered with something that is not JSON "
-                f"(it starts {start!r}); check that the URL points at Label Studio itself, not a proxy or login page"
+                f"{self.url}{response.request.url.path} answered with {kind}, not JSON; check that the URL points "
+                "at Label Studio itself, not a proxy or login page"
             ) from None
 
     def _request(
@@ -156,7 +157,8 @@ class LabelStudioClient:
         except httpx.ConnectError as exc:
             reason = "connection refused" if "refused" in str(exc).lower() else self._scrub(str(exc))
             raise LabelStudioError(
-                f"Could not reach Label Studio at {self.url}: {reason}; check that it is running and that the URL is right"
+                f"Could not reach Label Studio at {self.url}: {reason}; check that it is running and that the URL "
+                "is right"
             ) from None
         except httpx.TransportError as exc:
             raise LabelStudioError(
@@ -201,6 +203,8 @@ class LabelStudioClient:
         )
 
     def _detail(self, response: httpx.Response) -> str:
+        if not _is_json(response):  # only Label Studio's own JSON reason is quoted (see _decode)
+            return f"{response.reason_phrase or 'error'} (not a JSON answer)"
         try:
             body = response.json()
         except ValueError:

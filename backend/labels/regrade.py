@@ -16,7 +16,7 @@ from backend.pools.tables import Pool, Prompt
 from backend.probes.tables import Probe, PromptScore, Sample
 
 BATCH_PROMPTS = 500
-Progress = Callable[[int, int], None]  # (samples done, samples in all)
+Progress = Callable[[int, int], bool]  # (samples done, samples in all) -> go on
 
 _SCORE = PromptScore.__table__
 _SAMPLE = Sample.__table__
@@ -54,9 +54,17 @@ def _probes_whose_basis_flips(session: Session, pool_id: int) -> set[int]:
     return set(session.exec(select(Probe.id).where(Probe.pool_id == pool_id, Probe.label_free != label_free)))
 
 
-def regrade_pool(session: Session, pool: Pool, prompt_ids: Sequence[int], progress: Progress | None = None) -> dict:
+def lock_pool(session: Session, pool_id: int) -> None:
+    """The pool row, locked until commit on Postgres: imports, undos and re-grading batches of one pool
+    take turns, so each reads the answers the others left."""
+    session.exec(select(Pool.id).where(Pool.id == pool_id).with_for_update()).one()
+
+
+def regrade_pool(session: Session, pool: Pool, prompt_ids: Sequence[int], progress: Progress | None = None
+                 ) -> dict | None:
     """Re-grade every probe of the pool for these prompts (all prompts of a probe whose basis flips).
-    Writes in the caller's transaction. Returns {"probes": n, "samples": n}."""
+    Writes in the caller's transaction. Returns {"probes": n, "samples": n}, or None when `progress`
+    asked to stop."""
     label_free = unlabeled_count(session, pool.id) > 0
     probes = list(session.exec(select(Probe).where(Probe.pool_id == pool.id).order_by(Probe.id)))
     total = samples_to_regrade(session, pool.id, prompt_ids)
@@ -67,13 +75,17 @@ def regrade_pool(session: Session, pool: Pool, prompt_ids: Sequence[int], progre
             ids = list(session.exec(select(PromptScore.prompt_id).where(PromptScore.probe_id == probe.id)))
         for start in range(0, len(ids), BATCH_PROMPTS):
             done += _regrade_batch(session, probe, pool.task_type, ids[start:start + BATCH_PROMPTS], label_free)
-            if progress is not None:
-                progress(done, total)
-        probe.label_free = label_free
-        probe.scores_revision += 1
-        session.add(probe)
+            _scores_changed(session, probe.id, label_free)
+            if progress is not None and not progress(done, total):
+                return None
     session.flush()
     return {"probes": len(probes), "samples": done}
+
+
+def _scores_changed(session: Session, probe_id: int, label_free: bool) -> None:
+    # In SQL, not read-modify-write: two re-grades that overlap still give two revisions (the cache key).
+    session.execute(update(Probe).where(Probe.id == probe_id)
+                    .values(label_free=label_free, scores_revision=Probe.scores_revision + 1))
 
 
 def _regrade_batch(session: Session, probe: Probe, task_type: str, prompt_ids: list[int], label_free: bool) -> int:

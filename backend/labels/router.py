@@ -6,7 +6,7 @@ from fastapi import APIRouter, File, Form, Query, UploadFile
 from fastapi.responses import Response
 
 from backend.auth.dependencies import CurrentToken
-from backend.database import SessionDep
+from backend.database import SessionDep, get_or_404
 from backend.errors import AppError
 from backend.jobs.schemas import JobRead
 from backend.labels import connection, formats, jobs, service
@@ -54,7 +54,6 @@ def _import_read(outcome: service.ImportOutcome) -> LabelImportRead:
 def _record(session, pool: Pool, subset_id: int | None, format: str, count: int, token) -> None:
     if format != "label-studio-config":  # the config goes with the tasks; it sends no prompt
         service.record_export(session, pool.id, subset_id, format, count, token.name)
-        session.commit()
 
 
 @router.get("/subsets/{subset_id}/labeling-export", response_class=Response, responses=_FILE)
@@ -62,10 +61,11 @@ def export_subset_for_labeling(subset_id: SubsetId, session: SessionDep, token: 
                                format: FileFormat = "label-studio") -> Response:
     """The subset's prompts for annotators, in rank order; recorded as sent for labeling."""
     subset = get_subset(session, subset_id)
-    pool = service.get_pool(session, subset.pool_id)
+    pool = get_or_404(session, Pool, subset.pool_id)
     rows = subset_rows(session, subset)
-    _record(session, pool, subset.id, format, len(rows), token)
-    return _file(pool, rows, format, f"subset-{subset.id}")
+    response = _file(pool, rows, format, f"subset-{subset.id}")
+    _record(session, pool, subset.id, format, len(rows), token)  # committed with the request, once built
+    return response
 
 
 @router.post("/selections/labeling-export", response_class=Response,
@@ -74,10 +74,11 @@ def export_subset_for_labeling(subset_id: SubsetId, session: SessionDep, token: 
 def export_selection_for_labeling(body: SelectionExport, session: SessionDep, token: CurrentToken) -> Response:
     """The prompts a planner preview picks, without freezing a subset first."""
     selection = compute_selection(session, body)
-    pool = service.get_pool(session, selection.probe.pool_id)
+    pool = get_or_404(session, Pool, selection.probe.pool_id)
     rows = prompt_rows(session, [int(i) for i in selection.scores.prompt_ids[selection.picked]])
+    response = _file(pool, rows, body.format, f"probe-{selection.probe.id}-{body.strategy}")
     _record(session, pool, None, body.format, len(rows), token)
-    return _file(pool, rows, body.format, f"probe-{selection.probe.id}-{body.strategy}")
+    return response
 
 
 @router.post("/pools/{pool_id}/labels", responses={422: {"description": "The file cannot be used; nothing changed"},
@@ -87,7 +88,7 @@ def import_labels(pool_id: PoolId, session: SessionDep, token: CurrentToken,
                                                                "or CSV/JSONL with id and answer")],
                   dry_run: Annotated[bool, Form(description="Report what would change; change nothing")] = False,
                   ) -> LabelImportRead:
-    pool = service.get_pool(session, pool_id)
+    pool = get_or_404(session, Pool, pool_id)
     name = file.filename or "labels"
     try:
         parsed = formats.parse_labels(name, file.file.read())
@@ -95,23 +96,23 @@ def import_labels(pool_id: PoolId, session: SessionDep, token: CurrentToken,
         raise AppError(422, f"{name}: {exc} Nothing was imported.") from exc
     outcome = service.import_labels(session, pool, parsed, name, token.name, dry_run=dry_run)
     read = _import_read(outcome)
-    jobs.send(session, [outcome.regrade_job_id] if outcome.regrade_job_id else [])
+    jobs.send(session, [outcome.regrade_job_id] if outcome.regrade_job_id else [], regrade_pool_id=pool.id)
     return read
 
 
 @router.get("/pools/{pool_id}/labels")
 def pool_labels(pool_id: PoolId, session: SessionDep) -> PoolLabelsRead:
-    return PoolLabelsRead.model_validate(service.pool_labels(session, service.get_pool(session, pool_id)),
+    return PoolLabelsRead.model_validate(service.pool_labels(session, get_or_404(session, Pool, pool_id)),
                                          from_attributes=True)
 
 
 @router.put("/pools/{pool_id}/labeling")
 def set_labeling(pool_id: PoolId, body: LabelingSettings, session: SessionDep) -> PoolLabelsRead:
     """Set what one label costs, so the pool shows the money spent."""
-    pool = service.get_pool(session, pool_id)
+    pool = get_or_404(session, Pool, pool_id)
     pool.cost_per_label = body.cost_per_label
     session.add(pool)
-    session.commit()
+    session.flush()
     return pool_labels(pool_id, session)
 
 
@@ -124,9 +125,21 @@ def get_label_set(label_set_id: LabelSetId, session: SessionDep) -> LabelSetRead
 def undo_label_set(label_set_id: LabelSetId, session: SessionDep,
                    token: CurrentToken) -> LabelImportRead:
     """Put back the answers this import replaced (history is kept; a later import's answers stay)."""
-    outcome = service.undo(session, service.get_label_set(session, label_set_id), token.name)
+    label_set = service.get_label_set(session, label_set_id)
+    outcome = service.undo(session, label_set, token.name)
     read = _import_read(outcome)
-    jobs.send(session, [outcome.regrade_job_id] if outcome.regrade_job_id else [])
+    jobs.send(session, [outcome.regrade_job_id] if outcome.regrade_job_id else [], regrade_pool_id=label_set.pool_id)
+    return read
+
+
+@router.post("/pools/{pool_id}/regrade", responses={409: {"description": "A probe of the pool is running"},
+                                                    503: {"description": "The re-grading job could not be queued"}})
+def regrade_pool(pool_id: PoolId, session: SessionDep, token: CurrentToken) -> LabelImportRead:
+    """Re-grade every stored sample of the pool's probes against its answers now (after a re-grading job
+    failed or could not be queued): inline when small, else a job (`report.regrade_job_id`)."""
+    outcome = service.regrade_all(session, get_or_404(session, Pool, pool_id), token.name)
+    read = _import_read(outcome)
+    jobs.send(session, [outcome.regrade_job_id] if outcome.regrade_job_id else [], regrade_pool_id=pool_id)
     return read
 
 
@@ -151,20 +164,18 @@ def get_label_studio(session: SessionDep) -> LabelStudioRead:
 def save_label_studio(body: LabelStudioSave, session: SessionDep, token: CurrentToken) -> LabelStudioRead:
     """Check the server and key, then keep them on the server."""
     saved = connection.save_connection(session, body.url, body.api_key, token.name)
-    session.commit()
     return LabelStudioRead(**connection.connection_read(saved))
 
 
 @router.delete("/label-studio", status_code=204)
 def forget_label_studio(session: SessionDep) -> None:
     connection.delete_connection(session)
-    session.commit()
 
 
 def _label_job(session, subset_id: int, action: str, token) -> JobRead:
     subset = get_subset(session, subset_id)
     connection.client_for(session)  # 409 now, rather than a failed job, when none is configured
-    job = jobs.create_label_job(session, action, subset.pool_id, subset.id, token.name, total=subset.n)
+    job = service.create_label_job(session, action, subset.pool_id, subset.id, token.name, total=subset.n)
     jobs.send(session, [job.id])
     session.refresh(job)
     return JobRead.of(job)

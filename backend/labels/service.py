@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from sqlalchemy import bindparam, func, update
 from sqlmodel import Session, select
 
-from backend.database import get_or_404
 from backend.errors import AppError
 from backend.jobs.service import create_job
+from backend.jobs.tables import Job
 from backend.labels import regrade
 from backend.labels.formats import ParsedLabels
 from backend.labels.resolve import resolve
@@ -22,7 +22,7 @@ from backend.pools.tables import Pool, Prompt
 from backend.settings import get_settings
 from backend.timeutil import utcnow
 
-REGRADE_JOB_KIND = "regrade"
+JOB_KINDS = {"push": "label_push", "pull": "label_pull", "regrade": "regrade"}
 _ID_CHUNK = 1000
 _PROMPT = Prompt.__table__
 _SET_ANSWER = (update(_PROMPT).where(_PROMPT.c.id == bindparam("p_id"))
@@ -45,9 +45,7 @@ def get_label_set(session: Session, label_set_id: int) -> LabelSet:
 
 
 def _refuse_while_probing(session: Session, pool: Pool, doing: str) -> None:
-    # The pool row, locked until commit on Postgres: two imports into one pool take turns, so each
-    # records the answer it really replaced.
-    session.exec(select(Pool.id).where(Pool.id == pool.id).with_for_update()).one()
+    regrade.lock_pool(session, pool.id)  # imports into one pool take turns: each records what it replaced
     jobs = regrade.running_probe_jobs(session, pool.id)
     if jobs:
         raise AppError(409, f"A probe of pool {pool.id} is still running (job {', '.join(map(str, jobs))}); its "
@@ -86,29 +84,33 @@ def import_labels(session: Session, pool: Pool, parsed: ParsedLabels, source: st
                             f"{', '.join(ids[:3]) or '(none)'}; this pool's begin "
                             f"{', '.join(_example_ids(session, pool.id))}. Nothing was imported.",
                        details={"unknown_ids": ids[:20]})
-    changes = []  # (prompt_id, resolved, previous answer, previous gold)
+    rows = []  # (prompt_id, resolved, previous answer, previous gold), in the file's order
     for external_id, resolved in resolution.answers.items():
         prompt_id, answer, gold = prompts[external_id]
-        if resolved.answer != answer or resolved.gold != gold:
-            changes.append((prompt_id, resolved, answer, gold))
+        rows.append((prompt_id, resolved, answer, gold))
+    changes = [row for row in rows if row[1].answer != row[2] or row[1].gold != row[3]]
     report = {**resolution.report(), "format": parsed.format, "task_type": pool.task_type,
               "new": sum(previous is None for _, _, previous, _ in changes),
               "changed": sum(previous is not None for _, _, previous, _ in changes),
-              "unchanged": len(resolution.answers) - len(changes), "dry_run": dry_run}
-    if not resolution.answers:
+              "unchanged": len(rows) - len(changes), "dry_run": dry_run}
+    if not rows:
         raise AppError(422, _nothing_usable(source, pool, resolution.report()), details={"report": report})
-    if dry_run or not changes:
+    if dry_run:
         return ImportOutcome(report=report, label_set=None)
+    # Confirmed answers are recorded too: undoing an earlier import must not take away an answer a later
+    # one gave again.
     label_set = LabelSet(pool_id=pool.id, source=source[:500], format=parsed.format, token_name=token_name,
-                         label_count=len(changes), changed_count=report["changed"], report=report)
+                         label_count=len(rows), changed_count=report["changed"], report=report)
     session.add(label_set)
     session.flush()
     session.connection().execute(PromptLabel.__table__.insert(), [
         {"label_set_id": label_set.id, "prompt_id": prompt_id, "answer": resolved.answer, "gold": resolved.gold,
          "previous_answer": answer, "previous_gold": gold, "annotations": resolved.annotations,
-         "agreeing": resolved.agreeing} for prompt_id, resolved, answer, gold in changes])
-    _set_answers(session, [(prompt_id, resolved.answer, resolved.gold) for prompt_id, resolved, _, _ in changes])
+         "agreeing": resolved.agreeing} for prompt_id, resolved, answer, gold in rows])
     outcome = ImportOutcome(report=report, label_set=label_set)
+    if not changes:
+        return outcome
+    _set_answers(session, [(prompt_id, resolved.answer, resolved.gold) for prompt_id, resolved, _, _ in changes])
     outcome.regrade_job_id = _after_answers_changed(session, pool, [prompt_id for prompt_id, *_ in changes],
                                                     token_name, report)
     session.add(label_set)
@@ -147,22 +149,42 @@ def _after_answers_changed(session: Session, pool: Pool, prompt_ids: list[int], 
     if samples <= get_settings().regrade_inline_samples:
         report["regraded"] = regrade.regrade_pool(session, pool, prompt_ids)
         return None
-    job = create_job(session, REGRADE_JOB_KIND, total=samples, message="re-grading waits for a worker")
-    session.add(LabelJob(job_id=job.id, action="regrade", pool_id=pool.id, prompt_ids=prompt_ids,
-                         token_name=token_name))
+    job = create_label_job(session, "regrade", pool.id, None, token_name, total=samples, prompt_ids=prompt_ids)
     report["regrade_job_id"] = job.id
     return job.id
+
+
+def create_label_job(session: Session, action: str, pool_id: int, subset_id: int | None, token_name: str | None,
+                     total: int = 0, prompt_ids: list[int] | None = None) -> Job:
+    """A queued labeling job (push, pull or regrade) and what it works on; the caller commits, then sends it."""
+    job = create_job(session, JOB_KINDS[action], total=total)
+    session.add(LabelJob(job_id=job.id, action=action, pool_id=pool_id, subset_id=subset_id, prompt_ids=prompt_ids,
+                         token_name=token_name))
+    session.flush()
+    return job
+
+
+def regrade_all(session: Session, pool: Pool, token_name: str | None) -> ImportOutcome:
+    """Re-grade every stored sample of the pool against its answers now: what an import does for the prompts
+    it changed, for all of them (after a re-grading job failed, or could not be queued)."""
+    _refuse_while_probing(session, pool, "re-grading")
+    prompt_ids = list(session.exec(select(Prompt.id).where(Prompt.pool_id == pool.id).order_by(Prompt.id)))
+    report: dict = {}
+    outcome = ImportOutcome(report=report, label_set=None)
+    outcome.regrade_job_id = _after_answers_changed(session, pool, prompt_ids, token_name, report)
+    return outcome
 
 
 def undo(session: Session, label_set: LabelSet, token_name: str | None) -> ImportOutcome:
     """Put back the answers this import replaced. A prompt a later import changed again keeps that later
     answer; the later import's history then records what this one replaced, so it can be undone too."""
+    pool = session.get(Pool, label_set.pool_id)
+    _refuse_while_probing(session, pool, "undoing labels")  # locks the pool: a second undo waits, then sees it
+    session.refresh(label_set)
     if label_set.undone_at is not None:
         raise AppError(409, f"Label set {label_set.id} was already undone at {label_set.undone_at:%Y-%m-%d %H:%M} "
                             f"UTC (by {label_set.undone_by or 'an unnamed token'}); there is nothing to undo.")
-    pool = session.get(Pool, label_set.pool_id)
-    _refuse_while_probing(session, pool, "undoing labels")
-    restored = []
+    restored, kept = [], 0
     for row in session.exec(select(PromptLabel).where(PromptLabel.label_set_id == label_set.id)):
         later = session.exec(select(PromptLabel).join(LabelSet, LabelSet.id == PromptLabel.label_set_id)
                              .where(PromptLabel.prompt_id == row.prompt_id, PromptLabel.id > row.id,
@@ -171,13 +193,14 @@ def undo(session: Session, label_set: LabelSet, token_name: str | None) -> Impor
         if later is not None:
             later.previous_answer, later.previous_gold = row.previous_answer, row.previous_gold
             session.add(later)
-        else:
+            kept += 1
+        elif (row.previous_answer, row.previous_gold) != (row.answer, row.gold):  # a confirmation changes nothing
             restored.append((row.prompt_id, row.previous_answer, row.previous_gold))
     label_set.undone_at = utcnow()
     label_set.undone_by = token_name
     session.add(label_set)
     session.flush()
-    report = {"restored": len(restored), "kept_later_answers": label_set.label_count - len(restored)}
+    report = {"restored": len(restored), "kept_later_answers": kept}
     outcome = ImportOutcome(report=report, label_set=label_set)
     if restored:
         _set_answers(session, restored)
@@ -210,5 +233,3 @@ def record_export(session: Session, pool_id: int, subset_id: int | None, format:
     return export
 
 
-def get_pool(session: Session, pool_id: int) -> Pool:
-    return get_or_404(session, Pool, pool_id)

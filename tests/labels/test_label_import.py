@@ -93,7 +93,7 @@ def test_history_and_undo(any_client):
     first = upload(client, probe.pool_id, csv_of({"q1": "1", "q2": "2", "q3": "3"}), "first.csv").json()
     second = upload(client, probe.pool_id, csv_of({"q2": "0", "q3": "3"}), "second.csv").json()
     assert second["report"]["changed"] == 1 and second["report"]["unchanged"] == 1
-    assert second["label_set"]["label_count"] == 1
+    assert second["label_set"]["label_count"] == 2 and second["label_set"]["changed_count"] == 1
     q2 = probe.prompt_ids[2]
 
     def answer_of(prompt_id):
@@ -103,19 +103,20 @@ def test_history_and_undo(any_client):
         return client.get(f"/api/probes/{probe.probe_id}/prompts/{prompt_id}/samples").json()["score"]["pass_rate"]
 
     assert answer_of(q2) == "0" and pass_rate_of(q2) == probe.correct(2, "0") / K
-    # Undo the first import: q2 keeps the later answer, q1 and q3 lose theirs.
+    # Undo the first import: q2 keeps the later answer and q3 the later confirmation; q1 loses its answer.
     undone = client.post(f"/api/label-sets/{first['label_set']['id']}/undo")
     assert undone.status_code == 200, undone.text
-    assert undone.json()["report"] == {"restored": 2, "kept_later_answers": 1, "regraded": {"probes": 1,
-                                                                                           "samples": 2 * K}}
+    assert undone.json()["report"] == {"restored": 1, "kept_later_answers": 2, "regraded": {"probes": 1,
+                                                                                           "samples": 1 * K}}
     assert answer_of(q2) == "0" and answer_of(probe.prompt_ids[1]) is None
+    assert answer_of(probe.prompt_ids[3]) == "3"
     assert pass_rate_of(probe.prompt_ids[1]) is None
     again = client.post(f"/api/label-sets/{first['label_set']['id']}/undo")
     assert again.status_code == 409 and "already undone" in again.json()["detail"]
-    # Undo the second: q2 goes back to what it had before the second import replaced it, which the
-    # first import's undo handed down: no answer at all.
+    # Undo the second: q2 and q3 go back to what they had before it, which the first import's undo
+    # handed down: no answer at all.
     client.post(f"/api/label-sets/{second['label_set']['id']}/undo").raise_for_status()
-    assert answer_of(q2) is None
+    assert answer_of(q2) is None and answer_of(probe.prompt_ids[3]) is None
     labels = client.get(f"/api/pools/{probe.pool_id}/labels").json()
     assert labels["labeled"] == 0 and [s["undone_at"] is not None for s in labels["label_sets"]] == [True, True]
 
@@ -216,3 +217,52 @@ def test_training_refuses_unlabeled_members_and_says_how_many(client):
     exported = [json.loads(line) for line in
                 client.get(f"/api/subsets/{subset['id']}/export?format=jsonl").text.splitlines()]
     assert all(row["answer"] == row["id"][1:] for row in exported)
+
+
+@pytest.mark.parametrize(("name", "content", "words"), [
+    ("annotations.json", '[{"data": {"budgetlab_id": "q1"}, "annotations": 5}]', ["structure"]),
+    ("deep.json", "[" * 100_000 + "]" * 100_000, ["structure", "RecursionError"]),
+])
+def test_malformed_structures_are_422_not_500(client, name, content, words):
+    probe = make_label_free_probe(3)
+    response = upload(client, probe.pool_id, content, name)
+    assert response.status_code == 422, response.text
+    assert all(word in response.json()["detail"] for word in words) and "Nothing was imported" in response.json()[
+        "detail"]
+
+
+def test_a_long_prompt_in_our_own_template_reads_back(client):
+    probe = make_label_free_probe(3)
+    long_text = "x" * 200_000
+    response = upload(client, probe.pool_id, f'id,prompt,answer\nq1,"{long_text}",1\n', "to-label.csv")
+    assert response.status_code == 200, response.text
+    assert response.json()["report"]["matched"] == 1
+
+
+def test_confirming_an_answer_keeps_it_when_the_first_import_is_undone(client):
+    probe = make_label_free_probe(5)
+    first = upload(client, probe.pool_id, csv_of({"q1": "1"})).json()
+    second = upload(client, probe.pool_id, csv_of({"q1": "1"})).json()
+    assert second["report"]["unchanged"] == 1 and second["label_set"]["label_count"] == 1
+    undone = client.post(f"/api/label-sets/{first['label_set']['id']}/undo").json()
+    assert undone["report"]["kept_later_answers"] == 1 and undone["report"]["restored"] == 0
+    detail = client.get(f"/api/probes/{probe.probe_id}/prompts/{probe.prompt_ids[1]}/samples").json()
+    assert detail["prompt"]["answer"] == "1" and detail["score"]["pass_rate"] == probe.correct(1, "1") / K
+
+
+def test_regrade_on_request_repairs_scores(client):
+    probe = make_label_free_probe(6)
+    upload(client, probe.pool_id, csv_of({f"q{i}": str(i) for i in range(6)})).raise_for_status()
+    from sqlalchemy import update
+
+    from backend.database import session_scope
+    from backend.probes.tables import PromptScore
+
+    with session_scope() as session:  # scores left behind by a re-grading job that never ran
+        session.execute(update(PromptScore).where(PromptScore.probe_id == probe.probe_id)
+                        .values(pass_rate=None, correct_count=None))
+    response = client.post(f"/api/pools/{probe.pool_id}/regrade")
+    assert response.status_code == 200, response.text
+    assert response.json()["report"]["regraded"] == {"probes": 1, "samples": 6 * K}
+    detail = client.get(f"/api/probes/{probe.probe_id}/prompts/{probe.prompt_ids[4]}/samples").json()
+    assert detail["score"]["pass_rate"] == probe.correct(4, "4") / K

@@ -123,7 +123,9 @@ def test_a_page_that_is_not_label_studio_is_reported_as_not_json():
             client.check()
     finally:
         page.shutdown()
-    assert "is not JSON (it starts '<!doctype html>" in str(error.value)
+    assert "answered with text/html, not JSON" in str(error.value)
+    # Nothing of the page is echoed: a URL must not turn into a way to read other servers' pages.
+    assert "doctype" not in str(error.value) and "Sign in" not in str(error.value)
     assert "secret-key-123456" not in str(error.value)
 
 

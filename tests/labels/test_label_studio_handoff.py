@@ -137,3 +137,15 @@ def test_cli_connect_push_pull(service_env, label_studio):
             from backend.labels.connection import delete_connection
 
             delete_connection(session)
+
+
+@pytest.mark.parametrize(("url", "key", "words"), [
+    ("http://169.254.169.254/latest", "k", "link-local"),
+    ("http://[::1", "k", "must start with http:// or https:// and name a host"),
+    ("ftp://127.0.0.1", "k", "must start with http:// or https://"),
+    ("http://127.0.0.1:9", "clé", "characters no Label Studio token has"),
+])
+def test_connection_settings_that_cannot_work_are_refused_before_any_request(client, url, key, words):
+    response = client.put("/api/label-studio", json={"url": url, "api_key": key})
+    assert response.status_code == 422 and words in response.json()["detail"], response.text
+    assert client.get("/api/label-studio").json()["configured"] is False
