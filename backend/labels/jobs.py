@@ -21,6 +21,8 @@ from backend.subsets.tables import Subset
 log = logging.getLogger(__name__)
 
 LABEL_JOB_TASK = "budgetlab.label_job"
+
+
 def send(session: Session, job_ids: list[int], regrade_pool_id: int | None = None) -> None:
     """Commit, then send each job's task (ids only). A broker failure fails the jobs and raises 503
     (saying, for a re-grade of `regrade_pool_id`, that the labels were saved and how to re-grade)."""
@@ -62,18 +64,21 @@ def run_label_job(job_id: int) -> str:
         if job.status == JobStatus.queued:
             transition(session, job, JobStatus.running, "a worker started it")
         spec = session.get(LabelJob, job_id)
-        action = spec.action
+        action, pool_id = spec.action, spec.pool_id
+    # A failed re-grade leaves scores behind the answers; say how to bring them level.
+    repair = (f" The labels are saved; re-grade with POST /api/pools/{pool_id}/regrade (budgetlab labels regrade "
+              f"{pool_id}).") if action == "regrade" else ""
     try:
         result = {"push": _push, "pull": _pull, "regrade": _regrade}[action](job_id)
     except (LabelStudioError, LabelFileError, AppError) as exc:
         message = exc.message if isinstance(exc, AppError) else str(exc)
         with session_scope() as session:
-            fail_unless_finished(session, job_id, message)
+            fail_unless_finished(session, job_id, message + repair)
         return "failed"
     except Exception as exc:
         log.exception("label job %s failed", job_id)
         with session_scope() as session:
-            fail_unless_finished(session, job_id, f"The {action} job failed unexpectedly: {exc}")
+            fail_unless_finished(session, job_id, f"The {action} job failed unexpectedly: {exc}.{repair}")
         raise
     return result
 
