@@ -131,6 +131,17 @@ def client_on(app, monkeypatch, env: dict[str, str]):
         clear_caches()
 
 
+@pytest.fixture(params=["postgres", "sqlite"])
+def any_client(request, app, client, tmp_path, monkeypatch):
+    """A client on the session's Postgres database, or on a fresh embedded SQLite file."""
+    if request.param == "postgres":
+        yield client
+        return
+    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'budgetlab.db'}", "BUDGETLAB_DATA_DIR": str(tmp_path)}
+    with client_on(app, monkeypatch, env) as sqlite_client:
+        yield sqlite_client
+
+
 @pytest.fixture
 def db_session(service_env):
     """A session whose work is rolled back after the test."""

@@ -1,24 +1,12 @@
 """Ids are never reused after a delete, on either database, and the score cache cannot serve a
 deleted probe's data to a new one (issue 7 §2)."""
 
-import pytest
 from sqlalchemy import text
 
-from tests.conftest import client_on, upgrade_head
+from tests.conftest import upgrade_head
 from tests.subsets.conftest import make_probed_pool
 
 ID_TABLES = ("api_token", "job", "job_event", "pool", "prompt", "probe", "sample", "subset", "run", "experiment")
-
-
-@pytest.fixture(params=["postgres", "sqlite"])
-def any_client(request, app, client, tmp_path, monkeypatch):
-    """A client on the session's Postgres database, or on a fresh embedded SQLite file."""
-    if request.param == "postgres":
-        yield client
-        return
-    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'budgetlab.db'}", "BUDGETLAB_DATA_DIR": str(tmp_path)}
-    with client_on(app, monkeypatch, env) as sqlite_client:
-        yield sqlite_client
 
 
 def _hard_pick(client, probe_id: int) -> list[int]:

@@ -98,8 +98,9 @@ export function filenameFrom(disposition) {
 }
 
 // File download through fetch (so the Authorization header goes along) → Blob → object URL click.
-export async function download(path, fallbackName = "download") {
-  const response = await send(path);
+// `options` as for send(), e.g. a POST with a JSON body.
+export async function download(path, fallbackName = "download", options = {}) {
+  const response = await send(path, options);
   if (!response.ok) throw await failure(response, true);
   const blob = await response.blob();
   const name = filenameFrom(response.headers.get("content-disposition")) || fallbackName;
@@ -115,20 +116,7 @@ export async function download(path, fallbackName = "download") {
   return name;
 }
 
-// File download from a POST with a JSON body (the planner's picks for labeling): like download().
-export async function downloadPost(path, json, fallbackName = "download") {
-  const response = await send(path, { method: "POST", json });
-  if (!response.ok) throw await failure(response, true);
-  const blob = await response.blob();
-  const name = filenameFrom(response.headers.get("content-disposition")) || fallbackName;
-  const url = URL.createObjectURL(blob);
-  const link = document.createElement("a");
-  link.href = url;
-  link.download = name;
-  link.hidden = true;
-  document.body.append(link);
-  link.click();
-  link.remove();
-  setTimeout(() => URL.revokeObjectURL(url), 30_000);
-  return name;
+// File download from a POST with a JSON body (the planner's picks for labeling).
+export function downloadPost(path, json, fallbackName = "download") {
+  return download(path, fallbackName, { method: "POST", json });
 }

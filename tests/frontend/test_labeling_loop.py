@@ -76,6 +76,13 @@ def test_unlabeled_pool_to_a_trained_subset(page: Page, server: str, worker, tmp
     page.select_option("#budget-kind", "count")
     page.fill("#budget-value", str(SUBSET))
     expect(page.locator("#n-picked")).to_have_text(str(SUBSET))
+    # The preview's picks can go to annotators without freezing
+    page.select_option("[data-testid=selection-labeling-format]", "csv")
+    with page.expect_download() as preview_download:
+        page.click("[data-testid=selection-labeling-export]")
+    picked = tmp_path / preview_download.value.suggested_filename
+    preview_download.value.save_as(picked)
+    assert picked.read_text().splitlines()[0] == "id,prompt,answer" and len(picked.read_text().splitlines()) == 21
     page.fill("#subset-name", "hard-20 to label")
     with page.expect_response(lambda r: r.url.endswith("/api/subsets") and r.request.method == "POST") as frozen:
         page.click("#freeze-button")

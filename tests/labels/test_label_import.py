@@ -7,18 +7,7 @@ import json
 
 import pytest
 
-from tests.conftest import client_on
 from tests.labels.probed import K, make_label_free_probe
-
-
-@pytest.fixture(params=["postgres", "sqlite"])
-def any_client(request, app, client, tmp_path, monkeypatch):
-    if request.param == "postgres":
-        yield client
-        return
-    env = {"DATABASE_URL": f"sqlite:///{tmp_path / 'budgetlab.db'}", "BUDGETLAB_DATA_DIR": str(tmp_path)}
-    with client_on(app, monkeypatch, env) as sqlite_client:
-        yield sqlite_client
 
 
 def upload(client, pool_id: int, content: str | bytes, name: str = "labels.csv", dry_run: bool = False):
