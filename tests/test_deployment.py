@@ -38,6 +38,18 @@ def test_services_are_wired():
     assert services["worker-cpu"]["command"][3] == "cpu"
 
 
+def test_a_restart_loses_no_queued_task():
+    """Every service comes back by itself, and Redis keeps its queues in an append-only file on a volume."""
+    services = COMPOSE["services"]
+    assert {name: service.get("restart") for name, service in services.items()} == {
+        name: "unless-stopped" for name in services}
+    redis = services["redis"]
+    command = redis["command"]
+    assert command[0] == "redis-server" and command[command.index("--appendonly") + 1] == "yes"
+    volume, path = redis["volumes"][0].split(":")
+    assert path == "/data" and volume in COMPOSE["volumes"]  # the official image writes its files under /data
+
+
 def test_every_command_parses():
     services = COMPOSE["services"]
     for name in ("worker-cpu", "worker-gpu"):
