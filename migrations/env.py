@@ -65,12 +65,20 @@ def run_migrations_online() -> None:
         engine.dispose()
 
 
+# Any constant of our own: the key of the Postgres advisory lock the migrations run under.
+MIGRATION_LOCK_KEY = 0x6275646765746C62  # "budgetlb"
+
+
 def _run(connection, check_foreign_keys: bool = False) -> None:
     # transactional_ddl: the whole upgrade commits or rolls back as one (SQLite supports it once
     # pysqlite's own transaction handling is off, see above).
     context.configure(connection=connection, target_metadata=metadata, render_as_batch=True,
                       compare_type=True, transactional_ddl=True)
     with context.begin_transaction():
+        if connection.dialect.name == "postgresql":
+            # An API and its workers start together and each migrates: they take turns (the lock ends
+            # with the transaction), and the later ones read the version the first one committed.
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})")
         context.run_migrations()
         if check_foreign_keys:
             _check_foreign_keys(connection)

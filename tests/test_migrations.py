@@ -170,3 +170,30 @@ def test_a_migration_that_breaks_a_foreign_key_is_rolled_back(tmp_path):
             assert "AUTOINCREMENT" not in ddl
     finally:
         engine.dispose()
+
+
+def test_processes_starting_together_migrate_once():
+    """An API and its workers started together all run the migrations: on Postgres they take turns
+    under an advisory lock, and the later ones find the schema at head (issue 9, deployment)."""
+    import subprocess
+    import sys
+
+    from sqlalchemy import text
+
+    from tests.conftest import ROOT
+
+    name, url = create_pg_database()
+    try:
+        code = "import sys; from backend.migrate import upgrade_head; upgrade_head(sys.argv[1])"
+        procs = [subprocess.Popen([sys.executable, "-c", code, url], cwd=ROOT, stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True) for _ in range(4)]
+        outputs = [(proc.wait(timeout=300), proc.stdout.read()) for proc in procs]
+        assert [rc for rc, _ in outputs] == [0, 0, 0, 0], "\n".join(out[-2000:] for _, out in outputs)
+        engine = create_engine(url)
+        with engine.connect() as conn:
+            versions = conn.execute(text("SELECT version_num FROM alembic_version")).scalars().all()
+        engine.dispose()
+        head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+        assert versions == [head]
+    finally:
+        drop_pg_database(name)
