@@ -42,16 +42,15 @@ def unlabeled_count(session: Session, pool_id: int) -> int:
 
 def samples_to_regrade(session: Session, pool_id: int, prompt_ids: Sequence[int]) -> int:
     """Stored samples of these prompts across the pool's probes (all of a probe's, where its basis flips)."""
-    flips = _probes_whose_basis_flips(session, pool_id)
-    total = 0
-    for probe in session.exec(select(Probe).where(Probe.pool_id == pool_id)):
-        total += probe.prompt_count * probe.k if probe.id in flips else len(prompt_ids) * probe.k
-    return total
+    return _sample_total(_probes(session, pool_id), unlabeled_count(session, pool_id) > 0, len(prompt_ids))
 
 
-def _probes_whose_basis_flips(session: Session, pool_id: int) -> set[int]:
-    label_free = unlabeled_count(session, pool_id) > 0
-    return set(session.exec(select(Probe.id).where(Probe.pool_id == pool_id, Probe.label_free != label_free)))
+def _probes(session: Session, pool_id: int) -> list[Probe]:
+    return list(session.exec(select(Probe).where(Probe.pool_id == pool_id).order_by(Probe.id)))
+
+
+def _sample_total(probes: list[Probe], label_free: bool, prompts: int) -> int:
+    return sum((probe.prompt_count if probe.label_free != label_free else prompts) * probe.k for probe in probes)
 
 
 def lock_pool(session: Session, pool_id: int) -> None:
@@ -66,8 +65,8 @@ def regrade_pool(session: Session, pool: Pool, prompt_ids: Sequence[int], progre
     Writes in the caller's transaction. Returns {"probes": n, "samples": n}, or None when `progress`
     asked to stop."""
     label_free = unlabeled_count(session, pool.id) > 0
-    probes = list(session.exec(select(Probe).where(Probe.pool_id == pool.id).order_by(Probe.id)))
-    total = samples_to_regrade(session, pool.id, prompt_ids)
+    probes = _probes(session, pool.id)
+    total = _sample_total(probes, label_free, len(prompt_ids))
     done = 0
     for probe in probes:
         ids = list(prompt_ids)

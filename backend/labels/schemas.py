@@ -17,7 +17,7 @@ class LabelSetRead(BaseModel):
     source: str
     format: str
     token_name: str | None
-    label_count: int = Field(description="Prompts whose answer this import set")
+    label_count: int = Field(description="Prompts this import answered (changed or confirmed)")
     changed_count: int = Field(description="Of those, prompts that had another answer before")
     report: dict[str, Any]
     created_at: datetime

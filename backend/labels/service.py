@@ -1,7 +1,7 @@
 """Label sets: import answers into a pool (whole or not at all), undo an import, count what is labeled.
 
-An import writes, in one transaction: the label set, one `PromptLabel` per prompt whose answer
-changed (with the answer it replaced), the prompts' new answers, and, when the stored samples to
+An import writes, in one transaction: the label set, one `PromptLabel` per prompt it answered (with
+the answer it replaced, the same one for a confirmation), the prompts' new answers, and, when the stored samples to
 re-grade are few (BUDGETLAB_REGRADE_INLINE_SAMPLES), the re-graded scores. More than that, and a
 re-grading job does it after the commit."""
 
@@ -32,7 +32,7 @@ _SET_ANSWER = (update(_PROMPT).where(_PROMPT.c.id == bindparam("p_id"))
 @dataclass
 class ImportOutcome:
     report: dict
-    label_set: LabelSet | None  # None: a dry run, or nothing changed
+    label_set: LabelSet | None  # None: a dry run, or a re-grade on request
     regrade_job_id: int | None = None  # a re-grading job to send once the caller commits
 
 

@@ -1,7 +1,7 @@
 """Labels brought back from annotators, what was sent to them, and the Label Studio connection.
 
 A prompt's current answer lives on the prompt (`Prompt.answer` / `Prompt.gold`), where probing,
-training and export read it. Each import is a label set; each answer it wrote is a `PromptLabel`
+training and export read it. Each import is a label set; each answer it gave is a `PromptLabel`
 row holding the answer it replaced, so history is kept and an import can be undone."""
 
 from datetime import datetime
@@ -23,7 +23,7 @@ class LabelSet(SQLModel, table=True):
     source: str = Field(description="The file name, or the Label Studio project the labels were pulled from")
     format: str = Field(description="label-studio, argilla, csv or jsonl")
     token_name: str | None = Field(default=None, description="Name of the API token that imported it")
-    label_count: int = Field(default=0, description="Prompts whose answer this import set")
+    label_count: int = Field(default=0, description="Prompts this import answered (changed or confirmed)")
     changed_count: int = Field(default=0, description="Of those, prompts that had another answer before")
     report: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     created_at: datetime = Field(default_factory=utcnow)
@@ -32,7 +32,7 @@ class LabelSet(SQLModel, table=True):
 
 
 class PromptLabel(SQLModel, table=True):
-    """One answer an import wrote, and the answer it replaced (None: the prompt had none)."""
+    """One answer an import gave (changed or confirmed), and the answer it replaced (None: the prompt had none)."""
 
     __tablename__ = "prompt_label"
     __table_args__ = (Index("ix_prompt_label_prompt", "prompt_id", "id"),)
