@@ -407,9 +407,9 @@ def labels_export(
 def _show_import(report: dict, label_set) -> None:
     typer.echo(f"{report['matched']} prompts matched ({report['new']} new, {report['changed']} changed, "
                f"{report['unchanged']} unchanged) from {report['annotations']} annotations.")
-    for key, words in (("unknown_ids", "ids not in this pool"), ("empty_answers", "empty answers"),
-                       ("ungradeable", "answers the task type cannot grade"),
-                       ("disagreements", "prompts settled by majority"), ("ties", "ties left for you to settle")):
+    from backend.labels.resolve import PROBLEMS
+
+    for key, words in PROBLEMS.items():
         if report[key]["count"]:
             typer.echo(f"  {report[key]['count']} {words}, e.g. {report[key]['examples'][:3]}")
     if label_set is not None:

@@ -10,6 +10,10 @@ from dataclasses import dataclass, field
 from backend.curation.grading import TaskType, parse_gold
 
 EXAMPLES = 20  # of each kind of problem, listed by id in the report
+# The report's kinds of problem, in words (the API's messages and the CLI).
+PROBLEMS = {"unknown_ids": "ids not in this pool", "empty_answers": "empty answers",
+            "ungradeable": "answers the task type cannot grade", "disagreements": "prompts settled by majority",
+            "ties": "ties left for you to settle"}
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from backend.jobs.service import create_job
 from backend.jobs.tables import Job
 from backend.labels import regrade
 from backend.labels.formats import ParsedLabels
-from backend.labels.resolve import resolve
+from backend.labels.resolve import PROBLEMS, resolve
 from backend.labels.tables import LabelingExport, LabelJob, LabelSet, PromptLabel
 from backend.pools.tables import Pool, Prompt
 from backend.settings import get_settings
@@ -119,12 +119,7 @@ def import_labels(session: Session, pool: Pool, parsed: ParsedLabels, source: st
 
 
 def _nothing_usable(source: str, pool: Pool, report: dict) -> str:
-    problems = []
-    for key, words in (("unknown_ids", "ids not in this pool"), ("empty_answers", "empty answers"),
-                       ("ungradeable", f"answers a {pool.task_type} pool cannot grade"),
-                       ("ties", "prompts whose annotators tie")):
-        if report[key]["count"]:
-            problems.append(f"{report[key]['count']} {words}")
+    problems = [f"{report[key]['count']} {words}" for key, words in PROBLEMS.items() if report[key]["count"]]
     example = ""
     if report["ungradeable"]["examples"]:
         first = report["ungradeable"]["examples"][0]
