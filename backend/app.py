@@ -23,6 +23,7 @@ def is_protected(path: str) -> bool:
 
 
 def create_app() -> FastAPI:
+    import backend.job_kinds  # noqa: F401  (registers every job kind)
     from backend.experiments.router import router as experiments_router
     from backend.health import router as health_router
     from backend.jobs.router import router as jobs_router

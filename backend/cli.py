@@ -13,6 +13,7 @@ from pathlib import Path
 import typer
 from tqdm import tqdm
 
+import backend.job_kinds  # noqa: F401  (registers every job kind)
 from backend.settings import DEFAULT_MODEL, get_settings
 
 app = typer.Typer(help="Budgetlab: probe prompt difficulty, plan a labeling budget, export the subset.",
@@ -67,8 +68,8 @@ def migrate() -> None:
 def _prepare() -> None:
     """Migrate and make sure an admin can sign in; a generated token is printed this once."""
     from backend.auth.service import ensure_admin_token
+    from backend.jobs.broker import declare_queues
     from backend.migrate import upgrade_head
-    from worker.celery_app import declare_queues
 
     settings = get_settings()
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -84,10 +85,12 @@ def _prepare() -> None:
 def serve(
     worker: bool = typer.Option(True, help="Also start a local worker process (the embedded default)."),
     reload: bool = typer.Option(False, help="Reload on code changes (development)."),
+    reconcile: bool = typer.Option(True, help="Also run the reconciler, which recovers lost and unsent jobs."),
 ) -> None:
-    """Start the API and web UI (and a local worker) on BUDGETLAB_HOST:BUDGETLAB_PORT."""
+    """Start the API and web UI (and a local worker) on BUDGETLAB_HOST:BUDGETLAB_PORT, with the reconciler."""
     import uvicorn
 
+    from backend.jobs.reconciler import Reconciler
     from backend.local_worker import LocalWorker
 
     settings = get_settings()
@@ -101,14 +104,44 @@ def serve(
         local_worker = LocalWorker([*WORKER_ARGS, "--pool=solo"],
                                    log=lambda message: typer.secho(message, fg=typer.colors.YELLOW, err=True))
         local_worker.start()
+    reconciler = Reconciler().start() if reconcile else None
     typer.echo(f"Budgetlab on http://{settings.host}:{settings.port}  (database: "
                f"{'SQLite ' + str(settings.data_dir) if settings.is_sqlite else 'DATABASE_URL'})")
     try:
         uvicorn.run("backend.app:create_app", factory=True, host=settings.host, port=settings.port,
                     reload=reload, log_level="info")
     finally:
+        if reconciler is not None:
+            reconciler.stop()
         if local_worker is not None:
             local_worker.stop()
+
+
+@app.command()
+def reconcile(
+    every: float = typer.Option(None, help="Seconds between passes (default BUDGETLAB_RECONCILE_SECONDS)."),
+    once: bool = typer.Option(False, help="Run one pass, print what it did, and exit."),
+) -> None:
+    """Find lost, stuck and unsent jobs and recover them (what `serve` runs in the background). Deployments
+    run it as a service of its own; several may run at once."""
+    import logging
+
+    from backend.jobs.reconciler import reconcile_once
+
+    _prepare()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    interval = every or get_settings().reconcile_seconds
+    while True:
+        try:
+            done = reconcile_once()
+            if once:
+                typer.echo(f"reconciler: {done}")
+                return
+        except Exception as exc:  # the database may be briefly away: the next pass tries again
+            if once:
+                raise
+            logging.getLogger("budgetlab.reconcile").warning("pass failed: %s", exc)
+        time.sleep(interval)
 
 
 @app.command("worker")
@@ -201,8 +234,8 @@ def probe(
     from pydantic import ValidationError
 
     from backend.probes.schemas import ProbeCreate
-    from backend.probes.service import create_probe, shard_indexes
-    from worker.prompting import check_chat_template_options
+    from backend.probes.service import create_probe
+    from backend.prompting import check_chat_template_options
 
     _prepare()
     given = {name: value for name, value in {"k": k, "temperature": temperature, "max_new_tokens": max_new_tokens,
@@ -216,21 +249,19 @@ def probe(
     with _session() as session:
         created = create_probe(session, body, get_settings().probe_shard_size)
         probe_id, job_id = created.id, created.job_id
-    typer.echo(f"Probe {probe_id} (job {job_id}) on pool {pool_id}.")
+        typer.echo(f"Probe {probe_id} (job {job_id}) on pool {pool_id}.")
+        if not local:
+            from backend.jobs.dispatch import commit_and_send
+
+            problems = commit_and_send(session, [job_id])
+            typer.echo("Queued; a worker (budgetlab worker, or budgetlab serve) runs it. Ctrl-C stops watching."
+                       + (f" Not sent yet: {problems[0]}; the reconciler sends it later." if problems else ""))
     if local:
         import threading
 
-        from worker.probing import run_probe
+        from backend.jobs.engine import run_here
 
-        runner = threading.Thread(target=run_probe, args=(probe_id,), daemon=True)
-        runner.start()
-    else:
-        from worker.celery_app import PROBE_SHARD_TASK, enqueue
-
-        with _session() as session:
-            for index in shard_indexes(session, probe_id):
-                enqueue(PROBE_SHARD_TASK, probe_id, index)
-        typer.echo("Queued; a worker (budgetlab worker, or budgetlab serve) runs it. Ctrl-C stops watching.")
+        threading.Thread(target=run_here, args=(job_id,), daemon=True).start()
     job = _watch(job_id)
     if job.status != "succeeded":
         _fail(f"Probe job {job_id} ended {job.status}: {job.error or job.message}")
@@ -423,9 +454,9 @@ def _show_import(report: dict, label_set) -> None:
 
 def _send_regrade(session, outcome, pool_id: int) -> None:
     if outcome.regrade_job_id:
-        from backend.labels.jobs import send
+        from backend.jobs.dispatch import commit_and_send
 
-        send(session, [outcome.regrade_job_id], regrade_pool_id=pool_id)
+        commit_and_send(session, [outcome.regrade_job_id])
 
 
 @labels_app.command("import")
@@ -498,8 +529,8 @@ def labels_connect(url: str, api_key: str = typer.Option(..., prompt=True, hide_
 
 
 def _label_job(subset_id: int, action: str) -> None:
+    from backend.jobs.engine import run_here
     from backend.labels.connection import client_for
-    from backend.labels.jobs import run_label_job
     from backend.labels.service import create_label_job
     from backend.labels.tables import LabelJob
     from backend.subsets.service import get_subset
@@ -512,7 +543,7 @@ def _label_job(subset_id: int, action: str) -> None:
     import threading
 
     # In this process, like probe --local: the job row still records progress and the outcome.
-    threading.Thread(target=run_label_job, args=(job_id,), daemon=True).start()
+    threading.Thread(target=run_here, args=(job_id,), daemon=True).start()
     try:
         job = _watch(job_id, unit="task" if action == "push" else "step")
     except KeyboardInterrupt:  # the job runs in this process: it ends with it, so say so on its row
@@ -580,18 +611,19 @@ def _launch_and_watch(session, runs: list, local: bool) -> list:
     if local:
         session.commit()
     else:
-        from backend.runs.launch import launch
+        from backend.jobs.dispatch import commit_and_send
 
-        launch(session, runs)
-        typer.echo("Queued on the gpu queue; a worker (budgetlab worker, or budgetlab serve) trains them.")
+        problems = commit_and_send(session, [run.job_id for run in runs])
+        typer.echo("Queued on the gpu queue; a worker (budgetlab worker, or budgetlab serve) trains them."
+                   + (f" Not sent yet: {problems[0]}; the reconciler sends them later." if problems else ""))
     finished = []
     for run_id, job_id in jobs:
         if local:
             import threading
 
-            from worker.training import train_run
+            from backend.jobs.engine import run_here
 
-            threading.Thread(target=train_run, args=(run_id,), daemon=True).start()
+            threading.Thread(target=run_here, args=(job_id,), daemon=True).start()
         job = _watch(job_id, unit="step")
         typer.echo(f"run {run_id}: {job.status}" + (f" ({job.error})" if job.error else ""))
         finished.append(job)

@@ -34,7 +34,7 @@ class Health(BaseModel):
 
 
 def _broker_health() -> BrokerHealth:
-    from worker.celery_app import queue_depths
+    from backend.jobs.broker import queue_depths
 
     try:
         return BrokerHealth(reachable=True, queue_depth=queue_depths())

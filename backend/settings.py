@@ -50,10 +50,6 @@ class Settings(BaseSettings):
     probe_shard_size: int = Field(
         256, validation_alias="BUDGETLAB_PROBE_SHARD_SIZE", description="Prompts per probe shard."
     )
-    heartbeat_seconds: float = Field(
-        30, gt=0, validation_alias="BUDGETLAB_HEARTBEAT_SECONDS",
-        description="How often a training worker writes its job's heartbeat.",
-    )
     worker_beat_seconds: float = Field(
         10, gt=0, validation_alias="BUDGETLAB_WORKER_BEAT_SECONDS",
         description="How often a worker process says it is alive; silent for 3 beats counts as gone.",
@@ -68,9 +64,27 @@ class Settings(BaseSettings):
         description="Comma-separated host names a Label Studio URL may point at (empty: any). Limits where "
                     "the server connects on a token holder's say.",
     )
-    worker_lost_seconds: float = Field(
-        600, gt=0, validation_alias="BUDGETLAB_WORKER_LOST_SECONDS",
-        description="A running training job without a heartbeat for this long failed: its worker was lost.",
+    lease_seconds: float = Field(
+        300, gt=0, validation_alias="BUDGETLAB_LEASE_SECONDS",
+        description="A running task's lease, renewed by its work loop after each batch or step; a task whose "
+                    "lease expired has lost its worker, and the reconciler runs it again or fails the job.",
+    )
+    reconcile_seconds: float = Field(
+        15, gt=0, validation_alias="BUDGETLAB_RECONCILE_SECONDS",
+        description="How often the reconciler looks for lost, stuck and unsent work.",
+    )
+    resend_unclaimed_seconds: float = Field(
+        300, gt=0, validation_alias="BUDGETLAB_RESEND_UNCLAIMED_SECONDS",
+        description="A task sent this long ago that no worker claimed, while its queue is empty, was lost by "
+                    "the broker: the reconciler sends it again.",
+    )
+    time_limit_floor_seconds: float = Field(
+        900, gt=0, validation_alias="BUDGETLAB_TIME_LIMIT_FLOOR_SECONDS",
+        description="Every task may run this long (model loading and start-up) on top of its sized work.",
+    )
+    slowest_tokens_per_second: float = Field(
+        20, gt=0, validation_alias="BUDGETLAB_SLOWEST_TOKENS_PER_SECOND",
+        description="Time limits are sized for a worker this slow: tokens to generate / this rate.",
     )
 
     @model_validator(mode="after")

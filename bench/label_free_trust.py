@@ -68,11 +68,11 @@ def probe_scores(engine, rows: list[tuple[str, str]], task_type: str, settings: 
 
     texts = [question for question, _ in rows]
     work = ShardWork(
-        probe_id=0, job_id=0, shard_index=0, shard_count=1, first_position=0, model=engine.model_name,
+        probe_id=0, shard_index=0, shard_count=1, first_position=0, model=engine.model_name,
         k=settings["k"], temperature=settings["temperature"], max_new_tokens=settings["max_new_tokens"],
         template=None, chat_template_options=None, grading_policy=settings["grading_policy"], seed=settings["seed"],
         label_free=False, task_type=task_type, prompt_ids=list(range(len(rows))), texts=texts,
-        golds=[parse_gold(answer, task_type) for _, answer in rows], progress_total=len(rows))
+        golds=[parse_gold(answer, task_type) for _, answer in rows], prompt_count=len(rows))
     if any(gold is None for gold in work.golds):
         raise SystemExit(f"label_free_trust: {work.golds.count(None)} gold answers could not be read as "
                          f"{task_type}; check the dataset files")

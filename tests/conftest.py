@@ -17,6 +17,8 @@ import psycopg
 import pytest
 import redis
 
+import backend.job_kinds  # noqa: F401  (registers every job kind, as the API and the workers do)
+
 ROOT = Path(__file__).resolve().parent.parent
 DATASETS = ROOT / "tests" / "data"  # small slices of public datasets, see tests/data/README.md
 PG_ADMIN = os.environ.get("BUDGETLAB_TEST_PG", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -29,8 +31,8 @@ ADMIN_TOKEN = "test-admin-token-" + uuid.uuid4().hex[:8]
 def clear_caches() -> None:
     """Settings, engine and Celery app are cached per process; tests that change the env reset them."""
     from backend.database import get_engine
+    from backend.jobs.broker import get_celery
     from backend.settings import get_settings
-    from worker.celery_app import get_celery
 
     if get_engine.cache_info().currsize:
         get_engine().dispose()

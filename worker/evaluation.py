@@ -12,14 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
-from sqlmodel import Session, select
+from sqlmodel import Session
 
 from backend.curation.grading import grade
 from backend.database import session_scope
-from backend.jobs.service import set_message
-from backend.jobs.tables import Job, JobStatus
+from backend.jobs.engine import TaskContext
+from backend.prompting import PromptFormat
 from backend.runs.service import replace_metrics
-from worker.prompting import PromptFormat
 
 try:
     from transformers import TrainerCallback
@@ -95,10 +94,10 @@ def ood_key(pool_id: int, k: int, *, base: bool = False) -> str:
 
 
 class EvaluationCallback(TrainerCallback):
-    def __init__(self, run_id: int, job_id: int, prompts, *, every: int, max_new_tokens: int,
+    def __init__(self, run_id: int, ctx: TaskContext, prompts, *, every: int, max_new_tokens: int,
                  prompt_format: PromptFormat, grading_policy: str, session_factory: SessionFactory = session_scope):
         self.run_id = run_id
-        self.job_id = job_id
+        self.ctx = ctx
         self.prompts = prompts  # worker.training.PromptSet
         self.prompt_format = prompt_format  # the training run's (its probe's), also on another pool
         self.grading_policy = grading_policy
@@ -109,8 +108,7 @@ class EvaluationCallback(TrainerCallback):
 
     def evaluate(self, step: int, model, tokenizer) -> float:
         questions = list(self.prompts.questions)
-        with self.session_factory() as session:
-            set_message(session, self.job_id, f"evaluating at step {step} on {len(questions)} held-out prompts")
+        self.ctx.beat(message=f"evaluating at step {step} on {len(questions)} held-out prompts")
         value = accuracy(greedy_completions(model, tokenizer, questions, self.max_new_tokens, self.prompt_format),
                          self.prompts, self.grading_policy)
         with self.session_factory() as session:
@@ -135,8 +133,8 @@ class EvaluationCallback(TrainerCallback):
             self.evaluate(step, model, processing_class)
 
 
-def evaluate_ood(run_id: int, job_id: int, model, tokenizer, prompt_sets, *, step: int, k: int, max_new_tokens: int,
-                 temperature: float, seed: int, prompt_format: PromptFormat, grading_policy: str,
+def evaluate_ood(run_id: int, ctx: TaskContext, model, tokenizer, prompt_sets, *, step: int, k: int,
+                 max_new_tokens: int, temperature: float, seed: int, prompt_format: PromptFormat, grading_policy: str,
                  session_factory: SessionFactory = session_scope) -> dict[str, float]:
     """pass@k of the trained policy and of the base model on each OOD pool, prompted and graded as in
     training; stops early on a cancel."""
@@ -144,12 +142,9 @@ def evaluate_ood(run_id: int, job_id: int, model, tokenizer, prompt_sets, *, ste
     args = {"k": k, "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed,
             "prompt_format": prompt_format}
     for prompts in prompt_sets:
-        with session_factory() as session:
-            status = session.exec(select(Job.status).where(Job.id == job_id)).one()
-            if status != JobStatus.running.value:  # cancelling, or ended elsewhere
-                break
-            set_message(session, job_id, f"out-of-distribution pass@{k} on pool {prompts.pool_id} "
-                                         f"({len(prompts.questions)} prompts)")
+        if not ctx.beat(message=f"out-of-distribution pass@{k} on pool {prompts.pool_id} ({len(prompts.questions)} "
+                                "prompts)", stopped=f"in the OOD evaluation after step {step}"):
+            break  # cancelled, or ended elsewhere
         questions = list(prompts.questions)
         trained = pass_at_k(sampled_completions(model, tokenizer, questions, **args), prompts, grading_policy)
         with model.disable_adapter():

@@ -1,6 +1,7 @@
 """Entry point for `celery -A worker.main worker`."""
 
-import worker.liveness  # noqa: F401  (connects the beat to the worker's start and shutdown signals)
-from worker.celery_app import get_celery
+import worker.liveness
+import worker.tasks  # noqa: F401  (one task per job kind)
+from backend.jobs.broker import get_celery
 
 app = get_celery()

@@ -22,6 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from backend.jobs.engine import JobFailure
 from backend.models_catalog import TINY_MODEL
 from backend.settings import DEFAULT_MODEL, get_settings
 
@@ -38,7 +39,7 @@ _cache: dict[tuple[str, str, str], tuple[Any, Any]] = {}
 _lock = threading.RLock()
 
 
-class ModelLoadError(RuntimeError):
+class ModelLoadError(JobFailure):
     """A model could not be found, converted or loaded; the message says which and why."""
 
 

@@ -7,10 +7,11 @@ options), for training and for every evaluation, so the policy learns on the inp
 ``MetricsCallback`` writes every logged value to ``run_metric`` as it arrives and stops cleanly on a cancel
 request. On success the LoRA adapter is saved under ``<artifacts>/runs/<id>/adapter``.
 
-Errors: a lost database connection raises ``TransientTrainingError`` when asked (the Celery task
-retries it); an out-of-memory fails the run with advice on which settings to lower (the same
-settings would run out again), and anything else fails it with a one-line message (traceback in
-the log). A task delivered again for a run whose worker died fails it as lost, keeping its metrics.
+The job engine (backend.jobs.engine) claims the run's task and calls ``run_training``; the callbacks beat
+after each step (progress, the lease, a cancel check). Errors: the engine retries transient ones (the
+database went away; training restarts from step 0); an out-of-memory fails the run with advice on which
+settings to lower (the same settings would run out again). A run whose worker is lost (killed, hung) is
+failed by the reconciler when its lease expires, keeping its logged metrics: training does not resume.
 """
 
 from __future__ import annotations
@@ -18,9 +19,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-import threading
 from dataclasses import dataclass
-from datetime import timedelta
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -30,21 +29,17 @@ from sqlmodel import select
 
 from backend.curation.grading import TASK_TYPES, grade, parse_gold
 from backend.database import session_scope
-from backend.jobs.service import fail_unless_finished, lock_job, transition
-from backend.jobs.tables import FINISHED, Job, JobStatus
+from backend.jobs.engine import JobFailure, TaskContext, describe, is_out_of_memory, run_here
+from backend.jobs.service import lock_job
 from backend.pools.tables import Pool, Prompt
 from backend.probes.tables import Probe
+from backend.prompting import PromptFormat, without_added_bos
 from backend.runs.downloads import run_dir
-from backend.runs.service import describe_lost_run
 from backend.runs.settings import TrainingSettings, check_training_settings, grpo_config_kwargs, lora_config_kwargs
 from backend.runs.tables import Run, RunMetric
-from backend.settings import get_settings
 from backend.subsets.export import export_rows
 from backend.subsets.service import unlabeled_members
 from backend.subsets.tables import Subset
-from backend.timeutil import utcnow
-from worker.probing import describe, is_transient
-from worker.prompting import PromptFormat, without_added_bos
 
 log = logging.getLogger(__name__)
 
@@ -54,12 +49,7 @@ CANCELLED = "cancelled"
 LIBRARIES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets")
 
 
-class TrainingFailure(RuntimeError):
-    """A final failure whose message is shown to the user as is."""
-
-
-class TransientTrainingError(RuntimeError):
-    """Worth retrying: the database went away."""
+TrainingFailure = JobFailure  # a final failure whose message is shown to the user as is
 
 
 @dataclass(frozen=True)
@@ -75,7 +65,6 @@ class PromptSet:
 @dataclass(frozen=True)
 class TrainingWork:
     run_id: int
-    job_id: int
     settings: TrainingSettings
     task_type: str
     rows: list[dict]
@@ -101,118 +90,54 @@ def library_versions() -> dict[str, str]:
     return found
 
 
-# --- entry point -----------------------------------------------------------------------------------
+# --- entry points ----------------------------------------------------------------------------------
 
 
-def train_run(run_id: int, *, raise_transient: bool = False, retrying: bool = False) -> str:
-    """Train one run; returns the job's final status ("succeeded", "failed" or "cancelled"), or "running"
-    when another worker is training it. ``retrying``: this is a retry after a transient error."""
+def run_training(ctx: TaskContext) -> str:
+    """The kind's run function: train the run named by ctx.args; returns "succeeded", "cancelled" or the
+    status the job ended with elsewhere. An out-of-memory becomes a JobFailure with advice."""
     try:
-        return _train(run_id, retrying)
-    except (KeyboardInterrupt, SystemExit):
-        raise
+        work = _start(ctx)
+        return _fit(ctx, work)
     except Exception as exc:
-        if raise_transient and is_transient(exc) and not is_out_of_memory(exc):  # same settings, same OOM
-            requeue_run_job(run_id, f"transient error, retrying: {describe(exc)}")
-            raise TransientTrainingError(f"run {run_id}: {describe(exc)}") from exc
-        if isinstance(exc, TrainingFailure):
-            message = str(exc)
-        elif is_out_of_memory(exc):
-            message = ("Training ran out of memory. Lower batch_size or max_completion_length (or "
-                       f"num_generations), or use a smaller model. ({describe(exc)})")
-        else:
-            from worker.model_store import ModelLoadError
-
-            message = str(exc) if isinstance(exc, ModelLoadError) else (
-                f"Training failed: {describe(exc).rstrip('.')}. See the worker log for the traceback.")
-            log.exception("run %s failed", run_id)
-        fail_run_job(run_id, message)
-        return FAILED
+        if is_out_of_memory(exc) and not isinstance(exc, JobFailure):
+            raise JobFailure("Training ran out of memory. Lower batch_size or max_completion_length (or "
+                             f"num_generations), or use a smaller model. ({describe(exc)})") from exc
+        raise
 
 
-def is_out_of_memory(exc: BaseException) -> bool:
-    torch = sys.modules.get("torch")
-    oom_type = getattr(torch, "OutOfMemoryError", None) if torch else None
-    seen = set()
-    while exc is not None and id(exc) not in seen:
-        seen.add(id(exc))
-        if oom_type is not None and isinstance(exc, oom_type):
-            return True
-        if isinstance(exc, (MemoryError,)) or (isinstance(exc, RuntimeError) and (
-                "out of memory" in str(exc).lower() or "can't allocate memory" in str(exc).lower())):
-            return True
-        exc = exc.__cause__ or exc.__context__
-    return False
-
-
-def fail_run_job(run_id: int, message: str) -> None:
-    try:
-        with session_scope() as session:
-            run = session.get(Run, run_id)
-            if run is None:
-                log.error("run %s does not exist: %s", run_id, message)
-                return
-            fail_unless_finished(session, run.job_id, message)
-    except Exception:
-        log.exception("could not mark run %s failed: %s", run_id, message)
-
-
-def requeue_run_job(run_id: int, reason: str) -> None:
-    """Back to queued, so the retried task can tell a retry from a worker lost mid-run."""
-    try:
-        with session_scope() as session:
-            run = session.get(Run, run_id)
-            job = lock_job(session, run.job_id) if run else None
-            if job is not None and job.status == JobStatus.running.value:
-                transition(session, job, JobStatus.queued, reason[:1000])
-    except Exception:
-        log.exception("could not requeue run %s", run_id)
+def train_run(run_id: int) -> str:
+    """Train one run in this process (the CLI's --local, tests); returns the job's final status."""
+    with session_scope() as session:
+        run = session.get(Run, run_id)
+        if run is None:
+            raise JobFailure(f"Run {run_id} does not exist.")
+        job_id = run.job_id
+    return run_here(job_id)
 
 
 # --- steps -----------------------------------------------------------------------------------------
 
 
-def _start(run_id: int, retrying: bool) -> TrainingWork | str:
-    """Claim the run's job (short transaction), then read what training needs."""
+def _start(ctx: TaskContext) -> TrainingWork:
+    """Record the library versions and start from step 0 (a retry replaces what an attempt logged), then read
+    what training needs."""
+    run_id = ctx.args["run_id"]
     versions = library_versions()  # imports torch: done before any row is locked
     with session_scope() as session:
-        outcome = _claim(session, run_id, retrying)
-        if outcome is not None:
-            return outcome
-        session.get(Run, run_id).library_versions = versions
+        run = session.get(Run, run_id)
+        if run is None:
+            raise TrainingFailure(f"Run {run_id} does not exist (deleted?); nothing to train.")
+        run.library_versions = versions
+        session.add(run)
+        session.execute(delete(RunMetric).where(RunMetric.run_id == run_id))
+        job = lock_job(session, ctx.job_id)
+        job.progress_total = TrainingSettings(**run.settings).max_steps
+        job.progress_done = 0
+        session.add(job)
+    ctx.beat(done=0, message=f"loading {run.model}")
     with session_scope() as session:
         return _read_work(session, run_id)
-
-
-def _claim(session, run_id: int, retrying: bool) -> str | None:
-    """Move the job to running; a status to return instead when there is nothing to train."""
-    run = session.get(Run, run_id)
-    if run is None:
-        raise TrainingFailure(f"Run {run_id} does not exist (deleted?); nothing to train.")
-    job = lock_job(session, run.job_id)
-    status = JobStatus(job.status)
-    if status in FINISHED:
-        return job.status
-    if status == JobStatus.cancelling:
-        transition(session, job, JobStatus.cancelled, "cancel requested; the previous attempt never finished")
-        return CANCELLED
-    if status == JobStatus.running and not retrying:  # delivered again
-        silent_since = utcnow() - timedelta(seconds=get_settings().worker_lost_seconds)
-        if job.heartbeat_at is not None and job.heartbeat_at > silent_since:
-            log.warning("run %s is being trained by another worker (fresh heartbeat); not starting it", run_id)
-            return JobStatus.running.value
-        raise TrainingFailure(describe_lost_run(session, job))  # its worker died without finishing
-    if status == JobStatus.queued:
-        transition(session, job, JobStatus.running, "training started")
-    else:  # a retry whose requeue did not get through: restarted in place
-        job.heartbeat_at = utcnow()
-    session.execute(delete(RunMetric).where(RunMetric.run_id == run_id))  # a retry starts from step 0 again
-    settings = TrainingSettings(**run.settings)
-    job.progress_total = settings.max_steps
-    job.progress_done = 0
-    job.message = f"loading {settings.model}"
-    session.add(job)
-    return None
 
 
 def _read_work(session, run_id: int) -> TrainingWork:
@@ -244,7 +169,7 @@ def _read_work(session, run_id: int) -> TrainingWork:
                   _prompt_set(session, settings.eval_pool_id, settings.eval_samples, "Evaluation", "eval_pool_id"))
     ood = tuple(_prompt_set(session, pool_id, settings.ood_samples, "Out-of-distribution", "ood_pool_ids")
                 for pool_id in settings.ood_pool_ids)
-    return TrainingWork(run_id=run_id, job_id=run.job_id, settings=settings, task_type=pool.task_type, rows=rows,
+    return TrainingWork(run_id=run_id, settings=settings, task_type=pool.task_type, rows=rows,
                         prompt_format=PromptFormat(probe.template, probe.chat_template_options or {}),
                         grading_policy=settings.grading_policy or probe.grading_policy,
                         evaluation=evaluation, ood=ood)
@@ -338,95 +263,47 @@ def _record_prompt_example(run_id: int, prompt: str) -> None:
         session.execute(update(Run).where(Run.id == run_id).values(prompt_example=prompt))
 
 
-def _train(run_id: int, retrying: bool) -> str:
-    work = _start(run_id, retrying)
-    if isinstance(work, str):
-        return work
-    with Heartbeat(work.job_id, get_settings().heartbeat_seconds):
-        return _fit(work)
-
-
-def _fit(work: TrainingWork) -> str:
+def _fit(ctx: TaskContext, work: TrainingWork) -> str:
     from worker.metrics_callback import MetricsCallback
 
     run_id = work.run_id
-    callback = MetricsCallback(run_id, work.job_id, work.settings.max_steps)
+    callback = MetricsCallback(run_id, ctx, work.settings.max_steps)
     callbacks = [callback]
     if work.evaluation:
         from worker.evaluation import EvaluationCallback
 
         # First, so the step-0 evaluation is over before MetricsCallback starts timing steps for the ETA.
-        callbacks.insert(0, EvaluationCallback(run_id, work.job_id, work.evaluation, every=work.settings.eval_every,
+        callbacks.insert(0, EvaluationCallback(run_id, ctx, work.evaluation, every=work.settings.eval_every,
                                                max_new_tokens=work.settings.max_completion_length,
                                                prompt_format=work.prompt_format,
                                                grading_policy=work.grading_policy))
     trainer = build_trainer(work, callbacks)
     trainer.train()
-    ended = _ended_early(work, callback.last_step)
-    if ended:
-        return ended
+    if callback.stopped or not _going_on(ctx, work, callback.last_step):
+        return "stopped"
     if work.ood:
         from worker.evaluation import evaluate_ood
 
-        evaluate_ood(run_id, work.job_id, trainer.model, trainer.processing_class, work.ood, step=callback.last_step,
+        evaluate_ood(run_id, ctx, trainer.model, trainer.processing_class, work.ood, step=callback.last_step,
                      k=work.settings.ood_k, max_new_tokens=work.settings.max_completion_length,
                      temperature=work.settings.temperature, seed=work.settings.seed,
                      prompt_format=work.prompt_format, grading_policy=work.grading_policy)
-        ended = _ended_early(work, callback.last_step)
-        if ended:
-            return ended
+        if not _going_on(ctx, work, callback.last_step):
+            return "stopped"
     adapter = run_dir(run_id) / "adapter"
     trainer.model.save_pretrained(str(adapter))
     with session_scope() as session:
-        job = lock_job(session, work.job_id)
-        if JobStatus(job.status) in FINISHED:  # failed elsewhere meanwhile: no adapter is offered
-            return job.status
+        job = ctx.complete(session)
+        if job is None:  # ended elsewhere meanwhile: no adapter is offered
+            return "stopped"
         session.get(Run, run_id).adapter_path = str(adapter)
-        job.progress_done = job.progress_total
-        job.message = f"trained {callback.last_step} steps; adapter saved"
-        transition(session, job, JobStatus.succeeded, f"trained {callback.last_step} steps")
+        ctx.succeed(session, job, f"trained {callback.last_step} steps; adapter saved")
     return SUCCEEDED
 
 
-def _ended_early(work: TrainingWork, last_step: int) -> str | None:
-    """The final status when a cancel was asked for, or the job was ended elsewhere; else None."""
-    with session_scope() as session:
-        job = lock_job(session, work.job_id)
-        if JobStatus(job.status) in FINISHED:
-            return job.status
-        if job.status == JobStatus.cancelling.value:
-            transition(session, job, JobStatus.cancelled,
-                       f"cancel requested; stopped after step {last_step} of {work.settings.max_steps} (metrics kept)")
-            job.message = f"cancelled after step {last_step}/{work.settings.max_steps}"
-            return CANCELLED
-    return None
-
-
-class Heartbeat:
-    """Writes the job's heartbeat every few seconds from a thread, so a long step or evaluation never
-    looks like a lost worker, and a killed worker stops beating (the API then fails the run)."""
-
-    def __init__(self, job_id: int, every: float):
-        self.job_id = job_id
-        self.every = every
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, name=f"heartbeat-job-{job_id}", daemon=True)
-
-    def _beat(self) -> None:
-        while not self._stop.wait(self.every):
-            try:
-                with session_scope() as session:
-                    session.execute(update(Job).where(Job.id == self.job_id).values(heartbeat_at=utcnow()))
-            except Exception:  # the database may be briefly away; the next beat tries again
-                log.warning("heartbeat of job %s failed", self.job_id, exc_info=True)
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self._stop.set()
-        self._thread.join(timeout=self.every + 5)
+def _going_on(ctx: TaskContext, work: TrainingWork, last_step: int) -> bool:
+    """False when a cancel was asked for (recorded here, metrics kept) or the job ended elsewhere."""
+    return ctx.beat(stopped=f"after step {last_step} of {work.settings.max_steps} (metrics kept)")
 
 
 def main(argv: list[str] | None = None) -> int:

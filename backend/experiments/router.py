@@ -6,10 +6,9 @@ from backend.database import SessionDep
 from backend.experiments import service
 from backend.experiments.schemas import Comparison, ExperimentCreate, ExperimentRead
 from backend.experiments.tables import Experiment
+from backend.jobs.dispatch import commit_and_send
 from backend.params import PathId, QueryId
 from backend.probes.tables import Probe
-from backend.runs.launch import launch
-from backend.runs.service import fail_lost_runs
 
 router = APIRouter(tags=["experiments"])
 ExperimentId = PathId(Experiment, "Experiment")
@@ -21,7 +20,7 @@ ExperimentId = PathId(Experiment, "Experiment")
                         503: {"description": "The task broker cannot be reached"}})
 def create_experiment(body: ExperimentCreate, session: SessionDep) -> ExperimentRead:
     experiment, created = service.create_experiment(session, body)
-    launch(session, created)
+    commit_and_send(session, [run.job_id for run in created])
     return service.experiment_read(session, experiment)
 
 
@@ -29,13 +28,11 @@ def create_experiment(body: ExperimentCreate, session: SessionDep) -> Experiment
 def list_experiments(session: SessionDep,
                      probe_id: QueryId(Probe, "Probe", "Only the experiments on this probe") = None,
                      ) -> list[ExperimentRead]:
-    fail_lost_runs(session)
     return [service.experiment_read(session, e) for e in service.list_experiments(session, probe_id)]
 
 
 @router.get("/experiments/{experiment_id}")
 def get_experiment(experiment_id: ExperimentId, session: SessionDep) -> ExperimentRead:
-    fail_lost_runs(session)
     return service.experiment_read(session, service.get_experiment(session, experiment_id))
 
 
@@ -48,5 +45,4 @@ def cancel_experiment(experiment_id: ExperimentId, session: SessionDep) -> Exper
 
 @router.get("/experiments/{experiment_id}/compare")
 def compare_experiment(experiment_id: ExperimentId, session: SessionDep) -> Comparison:
-    fail_lost_runs(session)
     return service.compare(session, service.get_experiment(session, experiment_id))

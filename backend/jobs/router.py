@@ -5,11 +5,10 @@ from sqlmodel import Session, select
 
 from backend.database import SessionDep
 from backend.jobs import service
+from backend.jobs.kinds import get_kind
 from backend.jobs.schemas import JobEventRead, JobRead
 from backend.jobs.tables import Job, JobStatus
 from backend.params import PathId
-from backend.probes.tables import Probe
-from backend.runs.service import fail_lost_runs
 
 router = APIRouter(tags=["jobs"])
 JobId = PathId(Job, "Job")
@@ -17,8 +16,7 @@ JobId = PathId(Job, "Job")
 
 def _read(session: Session, job: Job) -> JobRead:
     # A probe's progress unit is a prompt of k samples.
-    k = session.exec(select(Probe.k).where(Probe.job_id == job.id)).first() if job.kind == "probe" else None
-    return JobRead.of(job, samples_per_unit=k)
+    return JobRead.of(job, samples_per_unit=get_kind(job.kind).samples_per_unit(session, job))
 
 
 @router.get("/jobs")
@@ -32,7 +30,6 @@ def list_jobs(session: SessionDep, status: JobStatus | None = None,
 
 @router.get("/jobs/{job_id}")
 def get_job(job_id: JobId, session: SessionDep) -> JobRead:
-    fail_lost_runs(session)  # a training job whose worker died reads as failed, not running for ever
     return _read(session, service.get_job(session, job_id))
 
 

@@ -1,8 +1,5 @@
 """Job status changes go through `transition` and nothing else."""
 
-from datetime import timedelta
-
-from sqlalchemy import and_, or_
 from sqlmodel import Session, select
 
 from backend.database import get_or_404
@@ -93,24 +90,10 @@ def fail_unless_finished(session: Session, job_id: int, message: str) -> None:
     transition(session, job, S.failed, message[:1000], error=message)
 
 
-def fail_lost_jobs(session: Session, kind: str, silent_for: timedelta, describe_lost) -> list[int]:
-    """Fail the running jobs of `kind` whose worker has not written a heartbeat for `silent_for`.
-
-    Only for kinds with one task per job whose worker beats while it works (training): a probe's shards
-    may wait in the queue behind other work, so silence there means nothing. `describe_lost(job)` gives
-    the message. Returns the ids failed."""
-    cutoff = utcnow() - silent_for
-    silent = or_(Job.heartbeat_at < cutoff, and_(Job.heartbeat_at.is_(None), Job.started_at < cutoff))
-    stale = session.exec(select(Job.id).where(Job.kind == kind, Job.status.in_([S.running.value, S.cancelling.value]),
-                                              silent)).all()
-    failed = []
-    for job_id in stale:
-        job = lock_job(session, job_id)
-        last = job.heartbeat_at or job.started_at
-        if JobStatus(job.status) not in FINISHED and last is not None and last < cutoff:  # still silent
-            fail_unless_finished(session, job_id, describe_lost(job))
-            failed.append(job_id)
-    return failed
+def record_event(session: Session, job: Job, reason: str) -> None:
+    """An action on the job that leaves its status as it is (the reconciler's, a task run again)."""
+    session.add(JobEvent(job_id=job.id, from_status=job.status, to_status=job.status, reason=reason[:1000]))
+    session.flush()
 
 
 def set_message(session: Session, job_id: int, message: str) -> None:

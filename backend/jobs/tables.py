@@ -1,7 +1,8 @@
 from datetime import datetime
 from enum import StrEnum
+from typing import Any
 
-from sqlalchemy import Column, ForeignKey, Integer
+from sqlalchemy import JSON, Column, ForeignKey, Integer
 from sqlmodel import Field, SQLModel
 
 from backend.timeutil import utcnow
@@ -43,3 +44,28 @@ class JobEvent(SQLModel, table=True):
     to_status: str
     reason: str
     at: datetime = Field(default_factory=utcnow)
+
+
+class JobTask(SQLModel, table=True):
+    """One unit of a job's work (a probe shard, a training run): the outbox row its message is sent from,
+    and the lease its worker holds while it runs. Written by backend.jobs (dispatch, engine, reconciler)."""
+
+    __tablename__ = "job_task"
+    id: int | None = Field(default=None, primary_key=True)
+    job_id: int = Field(sa_column=Column(Integer, ForeignKey("job.id", ondelete="CASCADE"), index=True,
+                                         nullable=False))
+    label: str = Field(description="How messages name it: 'shard 3', 'the run'")
+    args: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False),
+                                 description="What the kind's run function reads: ids only")
+    soft_limit_seconds: float = Field(description="Past this the work stops and the job fails (time limit)")
+    hard_limit_seconds: float = Field(description="Past this the reconciler fails the job, even if the worker hangs")
+    created_at: datetime = Field(default_factory=utcnow)
+    sent_at: datetime | None = Field(default=None, index=True, description="None: in the outbox, not sent yet")
+    sends: int = 0
+    claimed_at: datetime | None = None
+    claims: int = 0
+    losses: int = Field(default=0, description="Times its worker was lost while holding it")
+    lease_owner: str | None = Field(default=None, description="host:pid/delivery of the worker running it")
+    lease_expires_at: datetime | None = Field(default=None, index=True)
+    completed_at: datetime | None = None
+    completed_by: str | None = None

@@ -8,8 +8,9 @@ from fastapi.responses import Response
 from backend.auth.dependencies import CurrentToken
 from backend.database import SessionDep, get_or_404
 from backend.errors import AppError
+from backend.jobs.dispatch import commit_and_send
 from backend.jobs.schemas import JobRead
-from backend.labels import connection, formats, jobs, service
+from backend.labels import connection, formats, service
 from backend.labels import probe_trust as trust
 from backend.labels.export import MEDIA, export_file
 from backend.labels.formats import LabelingRow
@@ -96,7 +97,7 @@ def import_labels(pool_id: PoolId, session: SessionDep, token: CurrentToken,
         raise AppError(422, f"{name}: {exc} Nothing was imported.") from exc
     outcome = service.import_labels(session, pool, parsed, name, token.name, dry_run=dry_run)
     read = _import_read(outcome)
-    jobs.send(session, [outcome.regrade_job_id] if outcome.regrade_job_id else [], regrade_pool_id=pool.id)
+    commit_and_send(session, [outcome.regrade_job_id] if outcome.regrade_job_id else [])
     return read
 
 
@@ -128,18 +129,17 @@ def undo_label_set(label_set_id: LabelSetId, session: SessionDep,
     label_set = service.get_label_set(session, label_set_id)
     outcome = service.undo(session, label_set, token.name)
     read = _import_read(outcome)
-    jobs.send(session, [outcome.regrade_job_id] if outcome.regrade_job_id else [], regrade_pool_id=label_set.pool_id)
+    commit_and_send(session, [outcome.regrade_job_id] if outcome.regrade_job_id else [])
     return read
 
 
-@router.post("/pools/{pool_id}/regrade", responses={409: {"description": "A probe of the pool is running"},
-                                                    503: {"description": "The re-grading job could not be queued"}})
+@router.post("/pools/{pool_id}/regrade", responses={409: {"description": "A probe of the pool is running"}})
 def regrade_pool(pool_id: PoolId, session: SessionDep, token: CurrentToken) -> LabelImportRead:
     """Re-grade every stored sample of the pool's probes against its answers now (after a re-grading job
     failed or could not be queued): inline when small, else a job (`report.regrade_job_id`)."""
     outcome = service.regrade_all(session, get_or_404(session, Pool, pool_id), token.name)
     read = _import_read(outcome)
-    jobs.send(session, [outcome.regrade_job_id] if outcome.regrade_job_id else [], regrade_pool_id=pool_id)
+    commit_and_send(session, [outcome.regrade_job_id] if outcome.regrade_job_id else [])
     return read
 
 
@@ -176,7 +176,7 @@ def _label_job(session, subset_id: int, action: str, token) -> JobRead:
     subset = get_subset(session, subset_id)
     connection.client_for(session)  # 409 now, rather than a failed job, when none is configured
     job = service.create_label_job(session, action, subset.pool_id, subset.id, token.name, total=subset.n)
-    jobs.send(session, [job.id])
+    commit_and_send(session, [job.id])
     session.refresh(job)
     return JobRead.of(job)
 

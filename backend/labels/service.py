@@ -12,17 +12,18 @@ from sqlalchemy import bindparam, func, update
 from sqlmodel import Session, select
 
 from backend.errors import AppError
+from backend.jobs.dispatch import add_task
 from backend.jobs.service import create_job
 from backend.jobs.tables import Job
 from backend.labels import regrade
 from backend.labels.formats import ParsedLabels
+from backend.labels.kind import LABEL_KINDS
 from backend.labels.resolve import PROBLEMS, resolve
 from backend.labels.tables import LabelingExport, LabelJob, LabelSet, PromptLabel
 from backend.pools.tables import Pool, Prompt
 from backend.settings import get_settings
 from backend.timeutil import utcnow
 
-JOB_KINDS = {"push": "label_push", "pull": "label_pull", "regrade": "regrade"}
 _ID_CHUNK = 1000
 _PROMPT = Prompt.__table__
 _SET_ANSWER = (update(_PROMPT).where(_PROMPT.c.id == bindparam("p_id"))
@@ -151,11 +152,13 @@ def _after_answers_changed(session: Session, pool: Pool, prompt_ids: list[int], 
 
 def create_label_job(session: Session, action: str, pool_id: int, subset_id: int | None, token_name: str | None,
                      total: int = 0, prompt_ids: list[int] | None = None) -> Job:
-    """A queued labeling job (push, pull or regrade) and what it works on; the caller commits, then sends it."""
-    job = create_job(session, JOB_KINDS[action], total=total)
+    """A queued labeling job (push, pull or regrade), what it works on and its task; the caller commits and sends."""
+    kind = LABEL_KINDS[action]
+    job = create_job(session, kind.name, total=total)
     session.add(LabelJob(job_id=job.id, action=action, pool_id=pool_id, subset_id=subset_id, prompt_ids=prompt_ids,
                          token_name=token_name))
     session.flush()
+    add_task(session, kind, job, f"the {action}", {})
     return job
 
 

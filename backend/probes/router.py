@@ -5,9 +5,7 @@ from fastapi import APIRouter, Query
 from backend.charts import difficulty_histogram
 from backend.curation.histogram import histogram, summary
 from backend.database import SessionDep
-from backend.errors import AppError
-from backend.jobs.service import get_job, transition
-from backend.jobs.tables import JobStatus
+from backend.jobs.dispatch import commit_and_send
 from backend.params import PathId, QueryId
 from backend.pools.tables import Pool, Prompt
 from backend.probes import service
@@ -15,7 +13,6 @@ from backend.probes.schemas import DifficultyRead, ProbeCreate, ProbeRead, Promp
 from backend.probes.score_arrays import load_scores
 from backend.probes.tables import Probe
 from backend.settings import get_settings
-from worker.celery_app import PROBE_SHARD_TASK, enqueue
 
 router = APIRouter(tags=["probes"])
 ProbeId = PathId(Probe, "Probe")
@@ -23,20 +20,12 @@ ProbeId = PathId(Probe, "Probe")
 
 @router.post("/probes", status_code=202,
              responses={404: {"description": "The pool does not exist"},
-                        409: {"description": "The pool has no prompts"},
-                        503: {"description": "The task broker cannot be reached; the probe is marked failed"}})
+                        409: {"description": "The pool has no prompts"}})
 def create_probe(body: ProbeCreate, session: SessionDep) -> ProbeRead:
+    """The probe and its shards' tasks are committed together; the tasks are sent after the commit (a broker
+    that is down delays them, the job's message says so, and the reconciler sends them when it is back)."""
     probe = service.create_probe(session, body, get_settings().probe_shard_size)
-    session.commit()  # the ledger first: workers only ever receive ids of committed rows
-    try:
-        for shard_index in service.shard_indexes(session, probe.id):
-            enqueue(PROBE_SHARD_TASK, probe.id, shard_index)
-    except Exception as exc:  # broker unreachable: say so, and do not leave the job queued for ever
-        transition(session, get_job(session, probe.job_id), JobStatus.failed, "could not enqueue",
-                   error=f"The task broker could not be reached ({exc}); check CELERY_BROKER_URL and retry.")
-        session.commit()
-        raise AppError(503, "The task broker could not be reached; the probe was marked failed. "
-                            "Check that the broker (CELERY_BROKER_URL) is running and start the probe again.") from exc
+    commit_and_send(session, [probe.job_id])
     return service.probe_read(session, probe)
 
 

@@ -7,14 +7,16 @@ from sqlmodel import Session, select
 
 from backend.database import get_or_404
 from backend.errors import AppError
+from backend.jobs.dispatch import add_task
 from backend.jobs.schemas import JobRead
 from backend.jobs.service import create_job
 from backend.jobs.tables import Job
 from backend.models_catalog import check_model
 from backend.pools.tables import Pool, Prompt
+from backend.probes.kind import PROBE
 from backend.probes.schemas import ProbeCreate, ProbeRead, PromptSamples
 from backend.probes.tables import Probe, ProbeShard, PromptScore, Sample
-from worker.prompting import check_chat_template_options, check_template
+from backend.prompting import check_chat_template_options, check_template
 
 
 def check_probe_settings(body: ProbeCreate) -> None:
@@ -28,7 +30,7 @@ def check_probe_settings(body: ProbeCreate) -> None:
 
 
 def create_probe(session: Session, body: ProbeCreate, shard_size: int) -> Probe:
-    """Write the probe, its job and its shards (status queued); the caller commits, then enqueues."""
+    """Write the probe, its job, its shards and their tasks (status queued); the caller commits and sends."""
     check_probe_settings(body)
     model = check_model(body.model)
     pool = get_or_404(session, Pool, body.pool_id)
@@ -44,13 +46,9 @@ def create_probe(session: Session, body: ProbeCreate, shard_size: int) -> Probe:
     for index in range(math.ceil(pool.prompt_count / shard_size)):
         session.add(ProbeShard(probe_id=probe.id, shard_index=index, first_position=index * shard_size,
                                end_position=min((index + 1) * shard_size, pool.prompt_count)))
-    session.flush()
+        session.flush()
+        add_task(session, PROBE, job, f"shard {index}", {"probe_id": probe.id, "shard_index": index})
     return probe
-
-
-def shard_indexes(session: Session, probe_id: int) -> list[int]:
-    return list(session.exec(select(ProbeShard.shard_index).where(ProbeShard.probe_id == probe_id)
-                             .order_by(ProbeShard.shard_index)))
 
 
 def get_probe(session: Session, probe_id: int) -> Probe:

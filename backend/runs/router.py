@@ -10,11 +10,11 @@ from fastapi.responses import FileResponse, Response
 from backend.database import SessionDep
 from backend.errors import AppError
 from backend.experiments.tables import Experiment
+from backend.jobs.dispatch import commit_and_send
 from backend.params import PathId, QueryId
 from backend.runs import service
 from backend.runs.downloads import adapter_zip, metrics_csv, trl_config
 from backend.runs.figures import FIGURE_KEYS, run_figures
-from backend.runs.launch import launch
 from backend.runs.schemas import RunCreate, RunMetrics, RunRead
 from backend.runs.settings import PRESETS, TrainingSettings, preset
 from backend.runs.tables import Run
@@ -37,21 +37,19 @@ def training_presets() -> dict:
 def create_run(body: RunCreate, session: SessionDep) -> RunRead:
     run = service.create_run(session, body.subset_id, body.settings, preset=body.preset,
                              allow_other_model=body.allow_other_model)
-    launch(session, [run])
+    commit_and_send(session, [run.job_id])
     return RunRead.of(session, run)
 
 
 @router.get("/runs")
 def list_runs(session: SessionDep, experiment_id: QueryId(Experiment, "Experiment") = None,
               subset_id: QueryId(Subset, "Subset") = None) -> list[RunRead]:
-    service.fail_lost_runs(session)
     return [RunRead.of(session, run) for run in service.list_runs(session, experiment_id=experiment_id,
                                                                   subset_id=subset_id)]
 
 
 @router.get("/runs/{run_id}")
 def get_run(run_id: RunId, session: SessionDep) -> RunRead:
-    service.fail_lost_runs(session)
     return RunRead.of(session, service.get_run(session, run_id))
 
 

@@ -1,29 +1,27 @@
-"""Training runs: create (validate, then write the job and the run; the caller commits, then enqueues),
-read, metrics, and failing runs whose worker was lost."""
+"""Training runs: create (validate, then write the job, the run and its task; the caller commits and sends),
+read, metrics."""
 
 from __future__ import annotations
 
-from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import delete, func, insert
+from sqlalchemy import delete, insert
 from sqlmodel import Session, select
 
 from backend.curation.grading import TASK_TYPES
 from backend.database import get_or_404
 from backend.errors import AppError
-from backend.jobs.service import create_job, fail_lost_jobs
+from backend.jobs.dispatch import add_task
+from backend.jobs.service import create_job
 from backend.jobs.tables import Job
 from backend.models_catalog import check_model
 from backend.pools.tables import Pool
 from backend.probes.tables import Probe
+from backend.runs.kind import TRAIN
 from backend.runs.settings import PRESETS, TrainingSettings, parse_training_settings
 from backend.runs.tables import Run, RunMetric
-from backend.settings import get_settings
 from backend.subsets.service import unlabeled_members
 from backend.subsets.tables import Subset
-
-TRAIN_JOB_KIND = "train"
 
 
 def resolve_settings(preset: str | None, overrides: dict[str, Any] | None, probe: Probe, *,
@@ -106,11 +104,12 @@ def create_run(session: Session, subset_id: int, settings: dict[str, Any] | Trai
     parsed = settings if isinstance(settings, TrainingSettings) else resolve_settings(
         preset, settings, session.get(Probe, subset.probe_id), allow_other_model=allow_other_model)
     check_training_pools(session, subset, parsed)
-    job = create_job(session, TRAIN_JOB_KIND, total=parsed.max_steps)
+    job = create_job(session, TRAIN.name, total=parsed.max_steps)
     run = Run(subset_id=subset.id, job_id=job.id, experiment_id=experiment_id, model=parsed.model,
               settings=parsed.model_dump(mode="json"), seed=parsed.seed, eval_pool_id=parsed.eval_pool_id)
     session.add(run)
     session.flush()
+    add_task(session, TRAIN, job, "the run", {"run_id": run.id})
     return run
 
 
@@ -129,24 +128,6 @@ def list_runs(session: Session, *, experiment_id: int | None = None, subset_id: 
 
 def run_job(session: Session, run: Run) -> Job:
     return session.get(Job, run.job_id)
-
-
-def last_logged_step(session: Session, run_id: int) -> int:
-    return session.exec(select(func.max(RunMetric.step)).where(RunMetric.run_id == run_id)).one() or 0
-
-
-def describe_lost_run(session: Session, job: Job) -> str:
-    run = session.exec(select(Run).where(Run.job_id == job.id)).first()
-    step = last_logged_step(session, run.id) if run else 0
-    return (f"The worker training this run was lost after step {step} of {job.progress_total} (its process was "
-            "killed, ran out of host memory, or its machine restarted). The metrics it logged are kept; launch a "
-            "new run with the same settings to train to the end.")
-
-
-def fail_lost_runs(session: Session) -> list[int]:
-    """Fail running training jobs whose worker stopped beating; called on reads, so no run stays running."""
-    silent_for = timedelta(seconds=get_settings().worker_lost_seconds)
-    return fail_lost_jobs(session, TRAIN_JOB_KIND, silent_for, lambda job: describe_lost_run(session, job))
 
 
 def replace_metrics(session: Session, run_id: int, step: int, values: dict[str, float]) -> None:

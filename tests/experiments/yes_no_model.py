@@ -18,7 +18,7 @@ ANSWERS = ("yes", "no")
 def build_yes_no_model(tiny_checkpoint: Path, target: Path, odds: dict[str, float]) -> Path:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from worker.prompting import render_prompts
+    from backend.prompting import render_prompts
 
     tokenizer = AutoTokenizer.from_pretrained(tiny_checkpoint)
     model = AutoModelForCausalLM.from_pretrained(tiny_checkpoint, dtype=torch.float32)
@@ -46,7 +46,7 @@ def build_yes_no_model(tiny_checkpoint: Path, target: Path, odds: dict[str, floa
 def first_token_odds(checkpoint: Path, question: str) -> dict[str, float]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from worker.prompting import render_prompts
+    from backend.prompting import render_prompts
 
     tokenizer = AutoTokenizer.from_pretrained(checkpoint)
     model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)

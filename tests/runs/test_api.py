@@ -80,10 +80,17 @@ def test_presets_endpoint_lists_valid_settings(client):
     assert presets["presets"]["paper"]["grading_policy"] == "strict"
 
 
-def test_an_unreachable_broker_fails_the_run_at_once_with_a_503(client, monkeypatch):
-    """The run is committed before it is sent; when the broker is down its job ends failed, not queued for ever."""
+def test_a_run_sent_while_the_broker_is_down_waits_in_the_outbox_and_is_sent_later(client, monkeypatch):
+    """The run and its task are committed together; when the broker is down the task stays unsent (the job
+    says so) and the reconciler sends it once the broker is back: nothing is lost, nothing fails."""
+    from datetime import timedelta
+
+    from sqlalchemy import update
+
+    from backend.jobs.broker import get_celery
+    from backend.jobs.reconciler import reconcile_once
+    from backend.jobs.tables import JobTask
     from backend.settings import get_settings
-    from worker.celery_app import get_celery
 
     subset_id = make_subset()
     monkeypatch.setenv("CELERY_BROKER_URL", "redis://127.0.0.1:1/0")  # nothing listens on port 1
@@ -92,14 +99,21 @@ def test_an_unreachable_broker_fails_the_run_at_once_with_a_503(client, monkeypa
     try:
         response = client.post("/api/runs", json={"subset_id": subset_id, "settings": {"max_steps": 2}})
     finally:
+        monkeypatch.undo()
         get_settings.cache_clear()
         get_celery.cache_clear()
-    assert response.status_code == 503, response.text
-    assert "broker is unreachable" in response.json()["detail"]
+    assert response.status_code == 201, response.text
+    job = response.json()["job"]
+    assert job["status"] == "queued" and "the task broker could not be reached" in job["message"]
     with session_scope() as session:
-        run = session.exec(select(Run).where(Run.subset_id == subset_id)).one()
-        job = session.get(Job, run.job_id)
-        assert job.status == "failed" and "broker is unreachable" in job.error
+        task = session.exec(select(JobTask).where(JobTask.job_id == job["id"])).one()
+        assert task.sent_at is None and task.sends == 0
+        session.execute(update(JobTask).where(JobTask.id == task.id)  # older than the reconciler's grace
+                        .values(created_at=task.created_at - timedelta(minutes=1)))
+    assert job["id"] in reconcile_once().sent
+    with session_scope() as session:
+        task = session.exec(select(JobTask).where(JobTask.job_id == job["id"])).one()
+        assert task.sent_at is not None and task.sends == 1
 
 
 def test_another_model_than_the_probes_is_422_unless_allowed(client):

@@ -72,9 +72,9 @@ def test_probing_renders_with_the_chat_template_options(artifacts, thinking_mode
 
 
 def test_evaluation_renders_with_the_runs_prompt_format(artifacts, thinking_model):
+    from backend.prompting import PromptFormat
     from worker.engines import get_engine
     from worker.evaluation import greedy_completions
-    from worker.prompting import PromptFormat
 
     engine = get_engine(thinking_model)
     questions = ["What is 1 + 1?", "What is 2 + 5?"]
@@ -105,7 +105,7 @@ def first_training_prompt(**probe_fields) -> tuple[Run, str]:
 def test_training_uses_the_probes_model_and_custom_template(artifacts, thinking_model):
     from transformers import AutoTokenizer
 
-    from worker.prompting import render_prompt, without_added_bos
+    from backend.prompting import render_prompt, without_added_bos
 
     template = "Problem: {prompt}\nShort answer in \\boxed{}:"
     run, question = first_training_prompt(model=thinking_model, template=template)
@@ -162,10 +162,10 @@ def test_probing_grades_samples_with_the_probes_policy():
     from worker.probing import ShardWork, grade_shard
 
     def correct_count(policy: str) -> int:
-        work = ShardWork(probe_id=1, job_id=1, shard_index=0, shard_count=1, first_position=0, model="m", k=2,
+        work = ShardWork(probe_id=1, shard_index=0, shard_count=1, first_position=0, model="m", k=2,
                          temperature=1.0, max_new_tokens=8, template=None, chat_template_options=None,
                          grading_policy=policy, seed=0, label_free=False, task_type="numeric", prompt_ids=[1],
-                         texts=["What is 2 + 2?"], golds=["4"], progress_total=1)
+                         texts=["What is 2 + 2?"], golds=["4"], prompt_count=1)
         _, scores = grade_shard(work, [["2 + 2 makes 4", "so \\boxed{4}"]])
         return scores[0]["correct_count"]
 

@@ -203,7 +203,9 @@ def test_cancel_during_a_shard_stops_after_the_batch(service_tiny_model):
 
 def test_unloadable_model_fails_the_job_with_a_reason(service_tiny_model):
     from backend.database import session_scope
+    from backend.jobs.dispatch import add_task
     from backend.jobs.service import create_job
+    from backend.probes.kind import PROBE
     from backend.probes.tables import Probe, ProbeShard
     from worker.probing import run_probe_shard
 
@@ -215,6 +217,8 @@ def test_unloadable_model_fails_the_job_with_a_reason(service_tiny_model):
         session.add(probe)
         session.flush()
         session.add(ProbeShard(probe_id=probe.id, shard_index=0, first_position=0, end_position=2))
+        session.flush()
+        add_task(session, PROBE, job, "shard 0", {"probe_id": probe.id, "shard_index": 0})
         probe_id, job_id = probe.id, job.id
     assert run_probe_shard(probe_id, 0) == "failed"
     job = job_of(job_id)
@@ -223,13 +227,23 @@ def test_unloadable_model_fails_the_job_with_a_reason(service_tiny_model):
     assert counts(probe_id) == (0, 0)
 
 
-def test_missing_shard_is_reported(service_tiny_model, tiny_engine):
+def test_a_task_whose_shard_is_gone_fails_its_job_and_an_unknown_task_is_skipped(service_tiny_model, tiny_engine):
+    from sqlalchemy import update
+
+    from backend.database import session_scope
+    from backend.jobs.engine import execute, owner_name
+    from backend.jobs.tables import JobTask
+    from backend.probes.kind import PROBE
     from worker.probing import run_probe_shard
 
     probe_id, job_id = make_probe(make_pool(2), shard_size=2)
-    assert run_probe_shard(probe_id, 5, engine=tiny_engine) == "failed"
+    with session_scope() as session:  # a task pointing at a shard that does not exist
+        session.execute(update(JobTask).where(JobTask.job_id == job_id).values(args={"probe_id": probe_id,
+                                                                                     "shard_index": 5}))
+    assert run_probe_shard(probe_id, 0, engine=tiny_engine) == "failed"
     job = job_of(job_id)
-    assert job.status == "failed" and "has no shard 5" in job.error
+    assert job.status == "failed" and "its shard 5 no longer exists" in job.error
+    assert execute(PROBE, 10**9, owner_name("nobody")) == "skipped"
 
 
 def test_transient_errors_are_recognised():
@@ -237,17 +251,18 @@ def test_transient_errors_are_recognised():
     import torch
     from sqlalchemy.exc import IntegrityError, OperationalError
 
-    from worker.probing import is_transient
+    from backend.jobs.engine import is_transient
 
     assert is_transient(OperationalError("SELECT 1", {}, psycopg.OperationalError("connection lost")))
-    assert is_transient(torch.cuda.OutOfMemoryError("CUDA out of memory"))
+    assert is_transient(torch.cuda.OutOfMemoryError("CUDA out of memory"), gpu_out_of_memory=True)
+    assert not is_transient(torch.cuda.OutOfMemoryError("CUDA out of memory"))  # training: the same OOM again
     try:
         try:
             raise torch.cuda.OutOfMemoryError("CUDA out of memory")
         except Exception as inner:
             raise RuntimeError("model load failed") from inner
     except RuntimeError as outer:
-        assert is_transient(outer)
+        assert is_transient(outer, gpu_out_of_memory=True)
     assert not is_transient(IntegrityError("INSERT", {}, Exception("duplicate")))
     assert not is_transient(ValueError("bad template"))
 
@@ -255,8 +270,9 @@ def test_transient_errors_are_recognised():
 def test_out_of_memory_is_retried_then_fails_the_job(service_tiny_model):
     import torch
 
+    from backend.jobs.engine import MAX_RETRIES, RetryLater
     from worker.engines.transformers_engine import TransformersEngine
-    from worker.probing import TransientProbeError, run_probe, run_probe_shard
+    from worker.probing import run_probe, run_probe_shard
 
     class OutOfMemoryEngine(TransformersEngine):
         """The real engine on a GPU that is too small: every generate call runs out of memory."""
@@ -269,15 +285,15 @@ def test_out_of_memory_is_retried_then_fails_the_job(service_tiny_model):
 
     engine = OutOfMemoryEngine(TINY_MODEL, device="cpu")
     probe_id, job_id = make_probe(make_pool(2), shard_size=2)
-    with pytest.raises(TransientProbeError, match="out of memory"):
+    with pytest.raises(RetryLater, match="out of memory"):
         run_probe_shard(probe_id, 0, engine=engine)
     job = job_of(job_id)
-    assert job.status == "running" and "retrying" in job.message  # left for the retry
+    assert job.status == "running" and "transient error, retry 1/3" in job.message  # left for the retry
 
-    assert run_probe(probe_id, engine=engine, retries=2, backoff_seconds=0) == "failed"
-    assert engine.calls == 1 + 3
+    assert run_probe(probe_id, engine=engine, backoff_seconds=0) == "failed"
+    assert engine.calls == 1 + MAX_RETRIES + 1
     job = job_of(job_id)
-    assert "failed 3 times with a transient error" in job.error and "out of memory" in job.error
+    assert f"failed {MAX_RETRIES + 1} times with a transient error" in job.error and "out of memory" in job.error
     assert counts(probe_id) == (0, 0)
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from worker.prompting import (
+from backend.prompting import (
     ANSWER_INSTRUCTION,
     PromptFormat,
     check_chat_template_options,
@@ -32,7 +32,7 @@ def test_check_template_imports_no_ml_stack():
     import subprocess
     import sys
 
-    code = ("import sys; from worker.prompting import check_template; check_template('{prompt}'); "
+    code = ("import sys; from backend.prompting import check_template; check_template('{prompt}'); "
             "assert 'torch' not in sys.modules and 'transformers' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
 

@@ -158,7 +158,7 @@ def test_out_of_memory_fails_with_the_settings_to_lower(service_artifacts, monke
 
     monkeypatch.setattr(GRPOTrainer, "training_step", training_step)
     run_id, job_id = new_run({**TINY, "max_steps": 3})
-    assert train_run(run_id, raise_transient=True) == "failed"  # the same settings would run out again
+    assert train_run(run_id) == "failed"  # the same settings would run out again
     with session_scope() as session:
         job = session.get(Job, job_id)
         assert job.status == "failed" and job.error.startswith("Training ran out of memory. Lower batch_size")
@@ -192,13 +192,14 @@ def test_two_steps_with_the_default_model(service_env, use_artifacts):
 
 
 def test_train_task_runs_on_the_gpu_queue_through_the_worker(service_tiny_model, worker):
+    from backend.jobs.dispatch import commit_and_send
+    from backend.runs.kind import TRAIN
     from tests.worker.test_tasks import wait_for_status
-    from worker.celery_app import enqueue, get_celery
-    from worker.training_task import TRAIN_TASK
 
-    assert get_celery().conf.task_routes[TRAIN_TASK] == {"queue": "gpu"}
+    assert TRAIN.queue == "gpu"
     run_id, job_id = new_run({**TINY, "max_steps": 2})
-    enqueue(TRAIN_TASK, run_id)
+    with session_scope() as session:
+        assert commit_and_send(session, [job_id]) == []
     job = wait_for_status(job_id, timeout=300)
     assert job.status == "succeeded", job.error
     assert {1, 2} <= set(metrics(run_id))

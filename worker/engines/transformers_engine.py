@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from backend.prompting import render_prompts
 from worker.engines.base import check_sampling
-from worker.prompting import render_prompts
 
 # Sequences (prompts x k) per ``generate`` call. On a 2-core CPU with the default model in
 # bfloat16, decode throughput grows up to ~64 rows and is flat after (docs/benchmarks.md).

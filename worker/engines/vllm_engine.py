@@ -3,8 +3,8 @@ class, so this module imports anywhere."""
 
 from __future__ import annotations
 
+from backend.prompting import render_prompts
 from worker.engines.base import check_sampling, derive_seed
-from worker.prompting import render_prompts
 
 # Sequences per ``generate`` call: vLLM schedules them itself; the chunk only bounds how long the
 # caller waits before it can report progress or notice a cancel.

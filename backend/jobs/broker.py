@@ -1,5 +1,5 @@
-"""The Celery app. Light on purpose: the API imports it to enqueue tasks by name, and it never
-imports torch, transformers or vLLM (the tasks import them lazily)."""
+"""The Celery app and the broker. Light on purpose: the API uses it to send tasks by name, and it never
+imports torch, transformers or vLLM. The worker registers the kinds' tasks on it (worker.tasks)."""
 
 import time
 from functools import lru_cache
@@ -8,7 +8,6 @@ from celery import Celery
 
 from backend.settings import get_settings
 
-PROBE_SHARD_TASK = "budgetlab.probe_shard"
 QUEUES = ("cpu", "gpu")
 
 
@@ -17,28 +16,29 @@ def get_celery() -> Celery:
     settings = get_settings()
     if settings.is_sqlite or settings.celery_broker_url.startswith("sqla+sqlite"):
         settings.data_dir.mkdir(parents=True, exist_ok=True)
-    app = Celery("budgetlab", broker=settings.celery_broker_url,
-                 include=["worker.tasks", "worker.training_task", "worker.labeling_task"])
+    app = Celery("budgetlab", broker=settings.celery_broker_url)
     app.conf.update(
         task_ignore_result=True,  # the database is the ledger; Celery results are not used
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         task_default_queue="cpu",
-        task_routes={PROBE_SHARD_TASK: {"queue": "gpu"}, "budgetlab.train_run": {"queue": "gpu"}},
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
     )
     if settings.celery_broker_url.startswith("redis"):
-        # Above the longest task, so Redis does not hand a running shard to a second worker.
+        # Above the longest task, so Redis does not hand a running shard to a second worker. A task whose
+        # worker died is not left to this timeout: its lease expires and the reconciler sends it again.
         app.conf.broker_transport_options = {"visibility_timeout": 12 * 3600,
                                              "global_keyprefix": settings.broker_key_prefix}
     return app
 
 
-def enqueue(task_name: str, *args: int) -> None:
-    """Send a task by name with ids only; the caller has already committed the rows it refers to."""
-    get_celery().send_task(task_name, args=list(args))
+def send(task_name: str, queue: str, task_id: int, *, soft_limit: float, hard_limit: float) -> None:
+    """Send one job task by name with its id only (backend.jobs.dispatch calls this after the commit).
+    The time limits apply in prefork workers; the engine and the reconciler enforce them in any pool."""
+    get_celery().send_task(task_name, args=[task_id], queue=queue, soft_time_limit=soft_limit,
+                           time_limit=hard_limit)
 
 
 def _is_sqlite_broker() -> bool:
