@@ -257,15 +257,28 @@ def probe(
             typer.echo("Queued; a worker (budgetlab worker, or budgetlab serve) runs it. Ctrl-C stops watching."
                        + (f" Not sent yet: {problems[0]}; the reconciler sends it later." if problems else ""))
     if local:
-        import threading
-
-        from backend.jobs.engine import run_here
-
-        threading.Thread(target=run_here, args=(job_id,), daemon=True).start()
+        _run_here_in_background(job_id)
     job = _watch(job_id)
     if job.status != "succeeded":
         _fail(f"Probe job {job_id} ended {job.status}: {job.error or job.message}")
     typer.echo(f"Done: probe {probe_id}. Next: budgetlab preview {probe_id} --strategy hard --fraction 0.1")
+
+
+def _run_here_in_background(job_id: int) -> None:
+    """Run the job's tasks on a thread of this process (--local), while the caller watches its row. Whatever
+    escapes the engine fails the job, so the watch always ends."""
+    import threading
+
+    from backend.jobs.engine import fail_job, run_here
+
+    def run() -> None:
+        try:
+            run_here(job_id)
+        except BaseException as exc:
+            fail_job(job_id, f"The job stopped in this process: {type(exc).__name__}: {exc}")
+            raise
+
+    threading.Thread(target=run, daemon=True).start()
 
 
 def _watch(job_id: int, unit: str = "prompt"):
@@ -529,7 +542,6 @@ def labels_connect(url: str, api_key: str = typer.Option(..., prompt=True, hide_
 
 
 def _label_job(subset_id: int, action: str) -> None:
-    from backend.jobs.engine import run_here
     from backend.labels.connection import client_for
     from backend.labels.service import create_label_job
     from backend.labels.tables import LabelJob
@@ -540,10 +552,8 @@ def _label_job(subset_id: int, action: str) -> None:
         subset = get_subset(session, subset_id)
         client_for(session)
         job_id = create_label_job(session, action, subset.pool_id, subset.id, "cli", total=subset.n).id
-    import threading
-
     # In this process, like probe --local: the job row still records progress and the outcome.
-    threading.Thread(target=run_here, args=(job_id,), daemon=True).start()
+    _run_here_in_background(job_id)
     try:
         job = _watch(job_id, unit="task" if action == "push" else "step")
     except KeyboardInterrupt:  # the job runs in this process: it ends with it, so say so on its row
@@ -619,11 +629,7 @@ def _launch_and_watch(session, runs: list, local: bool) -> list:
     finished = []
     for run_id, job_id in jobs:
         if local:
-            import threading
-
-            from backend.jobs.engine import run_here
-
-            threading.Thread(target=run_here, args=(job_id,), daemon=True).start()
+            _run_here_in_background(job_id)
         job = _watch(job_id, unit="step")
         typer.echo(f"run {run_id}: {job.status}" + (f" ({job.error})" if job.error else ""))
         finished.append(job)

@@ -73,12 +73,25 @@ def run_shard(ctx: TaskContext) -> str:
     work = _read_work(ctx.args["probe_id"], ctx.args["shard_index"])
     if isinstance(work, str):
         return work
+    return _probe(ctx, work, _engine(work.model))
+
+
+def load_engine(args: dict) -> None:
+    """The kind's prepare function: load the probe's model (cached per process) before the claim."""
+    with session_scope() as session:
+        probe = session.get(Probe, args["probe_id"])
+        model = probe.model if probe else None
+    if model is not None:
+        _engine(model)
+
+
+def _engine(model: str) -> GenerationEngine:
     engine = getattr(_override, "engine", None)
     if engine is None:
         from worker.engines import get_engine
 
-        engine = get_engine(work.model)
-    return _probe(ctx, work, engine)
+        engine = get_engine(model)
+    return engine
 
 
 @contextmanager

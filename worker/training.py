@@ -106,6 +106,13 @@ def run_training(ctx: TaskContext) -> str:
         raise
 
 
+def import_libraries(args: dict) -> None:
+    """The kind's prepare function: the training stack's imports (seconds) happen before the claim."""
+    import peft  # noqa: F401
+    import torch  # noqa: F401
+    import trl  # noqa: F401
+
+
 def train_run(run_id: int) -> str:
     """Train one run in this process (the CLI's --local, tests); returns the job's final status."""
     with session_scope() as session:

@@ -318,6 +318,9 @@ def lost(session: Session, kind: JobKind, job: Job, task: JobTask, why: str) -> 
 
 def execute(kind: JobKind, task_id: int, owner: str, *, retries_so_far: int = 0) -> str:
     """Claim and run one task; its outcome in a word. Raises RetryLater for a transient error with retries left."""
+    prepare = kind.prepare_function()
+    if prepare is not None:
+        _prepare(prepare, task_id)
     ctx = claim(kind, task_id, owner)
     if isinstance(ctx, str):
         return ctx
@@ -342,6 +345,19 @@ def execute(kind: JobKind, task_id: int, owner: str, *, retries_so_far: int = 0)
         fail_job(ctx.job_id, f"{kind.title} failed: {describe(exc).rstrip('.')} (in {ctx.label}). See the worker "
                              "log for the traceback.")
         return FAILED
+
+
+def _prepare(prepare, task_id: int) -> None:
+    """Warm up before the claim; a failure here is left for the run itself to meet (and report) under its lease."""
+    with session_scope() as session:
+        task = session.get(JobTask, task_id)
+        args = dict(task.args) if task is not None and task.completed_at is None else None
+    if args is None:
+        return
+    try:
+        prepare(args)
+    except Exception as exc:
+        log.warning("preparing task %s failed (%s); its run will report it", task_id, describe(exc))
 
 
 def _is_soft_time_limit(exc: BaseException) -> bool:

@@ -26,6 +26,9 @@ class JobKind:
     time_limits: Callable[[Session, Job, dict[str, Any]], tuple[float, float]]
     # What to do when a task's worker is lost (its lease expired): run it again (the work is idempotent),
     # or fail the job with describe_lost's message (work that cannot resume, such as training).
+    # "module:function" taking the task's args, called before the claim: slow start-up (imports, loading the
+    # model) happens before the lease starts, so a lease need only outlast one batch or step.
+    prepare: str | None = None
     rerun_when_lost: bool = True
     describe_lost: Callable[[Session, Job], str] | None = None
     # False when what the job works on was deleted meanwhile: the reconciler fails it instead of running it.
@@ -34,8 +37,15 @@ class JobKind:
     samples_per_unit: Callable[[Session, Job], int | None] = lambda session, job: None
 
     def run_function(self) -> Callable:
-        module, _, function = self.run.partition(":")
-        return getattr(importlib.import_module(module), function)
+        return _resolve(self.run)
+
+    def prepare_function(self) -> Callable | None:
+        return _resolve(self.prepare) if self.prepare else None
+
+
+def _resolve(path: str) -> Callable:
+    module, _, function = path.partition(":")
+    return getattr(importlib.import_module(module), function)
 
 
 _KINDS: dict[str, JobKind] = {}

@@ -26,6 +26,7 @@ def _k(session: Session, job: Job) -> int | None:
 
 PROBE = register(JobKind(
     name="probe", title="Probing", task_name="budgetlab.probe_shard", queue="gpu", run="worker.probing:run_shard",
+    prepare="worker.probing:load_engine",
     time_limits=_time_limits, rerun_when_lost=True,  # a shard's results commit all at once: safe to run again
     inputs_exist=lambda session, job: _probe(session, job) is not None, retry_gpu_out_of_memory=True,
     samples_per_unit=_k))
