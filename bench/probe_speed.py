@@ -6,8 +6,9 @@ What it does:
    batches of the engine's size with the same sampling settings and per-batch seeds, and times it;
 3. probe job: writes a pool of the same N questions and a probe (one shard by default) to a real
    database -- SQLite in a temp dir, or DATABASE_URL when set (migrated with alembic) -- and runs
-   ``worker.probing.run_probe`` on it with the already loaded engine: generation, progress and cancel
-   checks between batches, grading, scoring and the bulk insert of samples and scores;
+   ``worker.probing.run_probe`` on it with the already loaded engine (each shard's task claimed and run
+   through the job engine in this process): generation, a beat between batches (progress, lease renewal,
+   cancel check), grading, scoring and the bulk insert of samples and scores with the task's completion;
 4. prints samples/s of the bare loop, of the job as it measured itself (samples / generation seconds,
    stored in probe.samples_per_second) and end to end (samples / wall time of run_probe), and the
    ratios to the bare loop (target >= 0.9). Bare loop and job get the same seeds, so they generate the

@@ -7,12 +7,14 @@ What it does:
    the same seed, so both variants do the same work) twice per round:
    - plain: no callback of ours; the same greedy evaluation generation (every --eval-every steps on
      --eval-samples prompts) runs in a bare callback, so both variants generate the same tokens;
-   - ours: ``MetricsCallback`` (every logged value to ``run_metric``, progress, cancel check),
-     ``EvaluationCallback`` (job message and metric rows around the same generation) and the
-     ``Heartbeat`` thread beating every second (30 s in production);
+   - ours: ``MetricsCallback`` (every logged value to ``run_metric``, and after each step the job engine's
+     beat: progress, lease renewal and cancel check in one transaction) and ``EvaluationCallback`` (a beat
+     with the job message and metric rows around the same generation), both holding the run's task,
+     claimed once through ``backend.jobs.engine.claim`` as a worker would;
 3. alternates the variants for --rounds rounds and reports the median wall time per step
-   (trainer.train() time / steps) of each, and the time spent in our bookkeeping itself (``on_log``
-   plus evaluation minus its generation), which is the overhead without the machine's noise.
+   (trainer.train() time / steps) of each, and the time spent in our bookkeeping itself (``on_log``, the
+   per-step beat in ``on_step_end``, plus evaluation minus its generation), which is the overhead without
+   the machine's noise.
 
 Usage:  .venv/bin/python bench/training_overhead.py [--model tiny-random-SmolLM2] [--steps 10] [--rounds 2]
 Target (issue): callback, metric writes and evaluation bookkeeping add ≤ 5 % to a training step.
@@ -36,6 +38,7 @@ def setup_database(tmp: Path) -> None:
     os.environ.setdefault("DATABASE_URL", f"sqlite:///{tmp / 'bench.db'}")
     os.environ["BUDGETLAB_DATA_DIR"] = str(tmp)
     os.environ.setdefault("BUDGETLAB_ARTIFACT_DIR", str(ROOT / "data" / "artifacts"))
+    import backend.job_kinds  # noqa: F401  (registers every job kind, as a worker does)
     from backend.migrate import upgrade_head
     from backend.settings import get_settings
 
@@ -87,6 +90,27 @@ def make_run(settings: dict, prompts: int) -> int:
         return run.id
 
 
+def start_training(run_id: int):
+    """Claim the run's task as a worker would (the job becomes running) and read what training needs:
+    (TrainingWork, TaskContext). The callbacks of the "ours" variant beat through this context."""
+    from sqlmodel import select
+
+    from backend.database import session_scope
+    from backend.jobs.engine import claim, owner_name
+    from backend.jobs.tables import JobTask
+    from backend.runs.kind import TRAIN
+    from backend.runs.tables import Run
+    from worker.training import _start
+
+    with session_scope() as session:
+        job_id = session.get(Run, run_id).job_id
+        task_id = session.exec(select(JobTask.id).where(JobTask.job_id == job_id)).one()
+    ctx = claim(TRAIN, task_id, owner_name("bench"))
+    if isinstance(ctx, str):
+        raise SystemExit(f"could not claim the run's task: {ctx}")
+    return _start(ctx), ctx
+
+
 class Stopwatch:
     """Adds up the time spent in wrapped methods."""
 
@@ -131,10 +155,8 @@ def plain_evaluation(work):
     return PlainEvaluation()
 
 
-def train_once(work, ours: bool) -> tuple[float, float, int]:
+def train_once(work, ctx, ours: bool) -> tuple[float, float, int]:
     """(seconds per step, bookkeeping seconds per step, metric rows written)."""
-    import contextlib
-
     from sqlalchemy import func
     from sqlmodel import select
 
@@ -142,23 +164,22 @@ def train_once(work, ours: bool) -> tuple[float, float, int]:
     from backend.database import session_scope
     from backend.runs.tables import RunMetric
     from worker.metrics_callback import MetricsCallback
-    from worker.training import Heartbeat, build_trainer
+    from worker.training import build_trainer
 
     watch = Stopwatch()
     if ours:
-        metrics = MetricsCallback(work.run_id, work.job_id, work.settings.max_steps)
-        evaluator = evaluation.EvaluationCallback(work.run_id, work.job_id, work.evaluation,
+        metrics = MetricsCallback(work.run_id, ctx, work.settings.max_steps)
+        evaluator = evaluation.EvaluationCallback(work.run_id, ctx, work.evaluation,
                                                   every=work.settings.eval_every,
                                                   max_new_tokens=work.settings.max_completion_length,
                                                   prompt_format=work.prompt_format,
                                                   grading_policy=work.grading_policy)
         watch.wrap(metrics, "on_log")
+        watch.wrap(metrics, "on_step_end")  # the beat: progress, lease and cancel check after each step
         watch.wrap(evaluator, "evaluate")
         callbacks = [metrics, evaluator]
-        heartbeat = Heartbeat(work.job_id, 1.0)  # a thread beside training: in the wall-clock ratio only
     else:
         callbacks = [plain_evaluation(work)]
-        heartbeat = contextlib.nullcontext()
     generation = evaluation.greedy_completions
     if ours:  # evaluation's generation is the same work in both variants: not bookkeeping
         watch.wrap(evaluation, "greedy_completions", sign=-1)
@@ -168,8 +189,7 @@ def train_once(work, ours: bool) -> tuple[float, float, int]:
     trainer.remove_callback(PrinterCallback)  # keep the console quiet in both variants
     started = time.perf_counter()
     try:
-        with heartbeat:
-            trainer.train()
+        trainer.train()
     finally:
         evaluation.greedy_completions = generation
     seconds = time.perf_counter() - started
@@ -206,9 +226,7 @@ def main() -> None:
                 "seed": 0, "eval_every": args.eval_every, "eval_samples": args.eval_samples}
     run_id = make_run(settings, prompts=32)
 
-    from worker.training import _start
-
-    work = _start(run_id, retrying=False)  # moves the job to running, reads the subset's rows
+    work, ctx = start_training(run_id)
     from backend.settings import get_settings
 
     print(f"model {args.model}, {args.steps} steps × {args.prompts_per_step} prompts × G={args.generations}, "
@@ -218,7 +236,7 @@ def main() -> None:
     plain, with_cb, cb_time = [], [], []
     for round_index in range(args.rounds):
         for variant in (False, True):
-            per_step, callback_per_step, rows = train_once(work, variant)
+            per_step, callback_per_step, rows = train_once(work, ctx, variant)
             (with_cb if variant else plain).append(per_step)
             if variant:
                 cb_time.append(callback_per_step)
