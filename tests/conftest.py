@@ -101,6 +101,23 @@ def app(service_env):
 
 
 @pytest.fixture
+def own_database(service_env, monkeypatch) -> Iterator[dict[str, str]]:
+    """A fresh, migrated Postgres database and a broker key prefix for this test alone (set in the environment,
+    and returned to pass to its processes): for tests that run the reconciler, whose passes act on every job of
+    their database and send tasks by id (the session's database holds other tests' unsent jobs)."""
+    name, url = create_pg_database()
+    env = {"DATABASE_URL": url, "BUDGETLAB_BROKER_PREFIX": f"own-{uuid.uuid4().hex[:8]}:"}
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    clear_caches()
+    upgrade_head(url)
+    yield env
+    monkeypatch.undo()
+    clear_caches()
+    drop_pg_database(name)
+
+
+@pytest.fixture
 def client(app):
     from fastapi.testclient import TestClient
 

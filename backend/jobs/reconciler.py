@@ -159,11 +159,10 @@ def _send_outbox(session: Session, now, done: Pass) -> None:
             # data, or a worker took it and died before claiming). Sending again is safe: claims are checked.
             queue = get_kind(session.get(Job, task.job_id).kind).queue
             if depths.get(queue) == 0 and (task.claimed_at is None or task.claimed_at < task.sent_at):
-                job = lock_job(session, task.job_id)
+                reason = (f"reconciler: {task.label} was sent {format_duration((now - task.sent_at).total_seconds())}"
+                          f" ago and no worker took it while the {queue} queue is empty; sending it again")
+                record_event(session, lock_job(session, task.job_id), reason)
                 session.execute(update(JobTask).where(JobTask.id == task.id).values(sent_at=None))
-                record_event(session, job, f"reconciler: {task.label} was sent "
-                                           f"{format_duration((now - task.sent_at).total_seconds())} ago and no worker "
-                                           f"took it while the {queue} queue is empty; sending it again")
                 unsent.append(task.job_id)
         session.commit()
     if unsent:

@@ -80,7 +80,7 @@ def test_presets_endpoint_lists_valid_settings(client):
     assert presets["presets"]["paper"]["grading_policy"] == "strict"
 
 
-def test_a_run_sent_while_the_broker_is_down_waits_in_the_outbox_and_is_sent_later(client, monkeypatch):
+def test_a_run_sent_while_the_broker_is_down_waits_in_the_outbox_and_is_sent_later(app, own_database, monkeypatch):
     """The run and its task are committed together; when the broker is down the task stays unsent (the job
     says so) and the reconciler sends it once the broker is back: nothing is lost, nothing fails."""
     from datetime import timedelta
@@ -91,17 +91,16 @@ def test_a_run_sent_while_the_broker_is_down_waits_in_the_outbox_and_is_sent_lat
     from backend.jobs.reconciler import reconcile_once
     from backend.jobs.tables import JobTask
     from backend.settings import get_settings
+    from tests.conftest import client_on
 
-    subset_id = make_subset()
-    monkeypatch.setenv("CELERY_BROKER_URL", "redis://127.0.0.1:1/0")  # nothing listens on port 1
+    # A database of its own: the reconciler pass below acts on every job of it.
+    with client_on(app, monkeypatch, {**own_database, "CELERY_BROKER_URL": "redis://127.0.0.1:1/0"}) as client:
+        subset_id = make_subset()  # port 1: nobody listens
+        response = client.post("/api/runs", json={"subset_id": subset_id, "settings": {"max_steps": 2}})
+    for key, value in own_database.items():  # the broker is back (the session's Redis), the database kept
+        monkeypatch.setenv(key, value)
     get_settings.cache_clear()
     get_celery.cache_clear()
-    try:
-        response = client.post("/api/runs", json={"subset_id": subset_id, "settings": {"max_steps": 2}})
-    finally:
-        monkeypatch.undo()
-        get_settings.cache_clear()
-        get_celery.cache_clear()
     assert response.status_code == 201, response.text
     job = response.json()["job"]
     assert job["status"] == "queued" and "the task broker could not be reached" in job["message"]

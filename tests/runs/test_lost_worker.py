@@ -7,6 +7,7 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
+import pytest
 from sqlalchemy import insert, update
 from sqlmodel import select
 
@@ -19,12 +20,19 @@ from backend.runs.kind import TRAIN
 from backend.runs.service import create_run
 from backend.runs.tables import RunMetric
 from backend.timeutil import utcnow
-from tests.conftest import start_worker
+from tests.conftest import client_on, start_worker
 from tests.runs.conftest import make_subset
 from tests.worker.model_fixtures import TINY_MODEL
 
 TINY = {"model": TINY_MODEL, "lora_rank": 4, "lora_alpha": 8, "num_generations": 2, "batch_size": 2,
         "max_completion_length": 8, "learning_rate": 1e-3}
+
+
+@pytest.fixture
+def own_client(app, own_database, monkeypatch):
+    """A client on a database of this test's own: the reconciler passes here act on every job of it."""
+    with client_on(app, monkeypatch, own_database) as client:
+        yield client
 
 
 def running_run(steps_logged: int, delivery: str = "first") -> tuple[int, int, int]:
@@ -55,7 +63,8 @@ def status(job_id: int):
         return lock_job(session, job_id)
 
 
-def test_an_expired_lease_fails_the_run_and_keeps_its_metrics(client, service_env):
+def test_an_expired_lease_fails_the_run_and_keeps_its_metrics(own_client):
+    client = own_client
     run_id, job_id, task_id = running_run(3)
     assert client.get(f"/api/runs/{run_id}").json()["job"]["status"] == "running"
     expire(task_id)
@@ -70,14 +79,14 @@ def test_an_expired_lease_fails_the_run_and_keeps_its_metrics(client, service_en
     assert events[-1]["to_status"] == "failed" and "lost after step 3" in events[-1]["reason"]
 
 
-def test_a_duplicate_delivery_while_the_lease_is_live_is_skipped(service_env):
+def test_a_duplicate_delivery_while_the_lease_is_live_is_skipped(own_client):
     run_id, job_id, task_id = running_run(2)
     assert execute(TRAIN, task_id, owner_name("second")) == "skipped"
     assert status(job_id).status == "running" and logged_steps(run_id) == 2
     assert job_id not in reconcile_once().lost  # the lease is live: nothing to do
 
 
-def test_the_same_delivery_again_means_its_process_died(service_env):
+def test_the_same_delivery_again_means_its_process_died(own_client):
     run_id, job_id, task_id = running_run(3, delivery="abc#0")
     assert execute(TRAIN, task_id, owner_name("abc#0")) == "failed"  # never retrain over the old metrics
     job = status(job_id)
@@ -85,8 +94,9 @@ def test_the_same_delivery_again_means_its_process_died(service_env):
     assert logged_steps(run_id) == 3
 
 
-def test_a_killed_training_worker_is_failed_by_the_reconciler(client, service_env, service_tiny_model, monkeypatch,
+def test_a_killed_training_worker_is_failed_by_the_reconciler(own_client, own_database, service_env, service_tiny_model,
                                                               tmp_path):
+    client = own_client
     from backend.jobs import broker
     from backend.settings import get_settings
 
@@ -95,7 +105,8 @@ def test_a_killed_training_worker_is_failed_by_the_reconciler(client, service_en
         run_id, job_id = run.id, run.job_id
     # A worker of its own on a queue of its own, whose lease lasts 4 s; SIGKILL leaves it no chance to clean up.
     queue = f"lost-{run_id}"
-    proc = start_worker({**service_env, "BUDGETLAB_LEASE_SECONDS": "4"}, tmp_path / "worker.log", queues=queue)
+    proc = start_worker({**service_env, **own_database, "BUDGETLAB_LEASE_SECONDS": "4"}, tmp_path / "worker.log",
+                        queues=queue)
     try:
         with session_scope() as session:
             task = session.exec(select(JobTask).where(JobTask.job_id == job_id)).one()
