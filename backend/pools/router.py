@@ -9,7 +9,8 @@ the size limit is enforced while reading (413 as soon as it is crossed, or at on
 Content-Length), and upload and import overlap. The bytes are also written to a temporary file, which
 serves Parquet (its index is at the end, so it is read only once complete), the rare re-read that
 confirms a duplicate id, and uploads whose option fields come after the file (the import is then
-redone from that copy with the complete options).
+redone from that copy with the complete options). On SQLite the rows are staged and the pool written
+at the end, in one short stretch under the write lock (see backend.pools.service).
 """
 
 import asyncio
@@ -27,7 +28,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 
-from backend.database import SessionDep
+from backend.database import DeferredSessionDep, SessionDep
 from backend.errors import AppError
 from backend.params import INT64_MAX, PathId, QueryId
 from backend.pools import service
@@ -357,7 +358,8 @@ _UPLOAD_SCHEMA["properties"]["file"] = {"type": "string", "format": "binary",
                415: {"description": "unknown format"},
                422: {"description": "missing field, empty prompts, duplicate ids or answers that cannot be graded"}},
 )
-async def upload_pool(request: Request, session: SessionDep) -> PoolImported:
+async def upload_pool(request: Request, session: DeferredSessionDep) -> PoolImported:
+    # Deferred: on SQLite the import stages its rows and takes the write lock only for its last statements.
     result = await _receive_and_import(request, session, get_settings().max_upload_bytes)
     return PoolImported(**PoolRead.model_validate(result.pool).model_dump(), report=result.report)
 

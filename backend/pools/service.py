@@ -5,7 +5,16 @@ A rejected import raises `IngestError` and the caller rolls back, so nothing of 
 row and its prompts are written in the caller's one transaction.
 
 On Postgres prompts are written with ``COPY ... FROM STDIN`` (CSV, built by the C csv writer in
-5,000-row chunks); elsewhere (SQLite) with executemany.
+5,000-row chunks) straight into the prompt table: other writers are not held up by it.
+
+SQLite has one write lock for the whole file, so an import writing the prompt table as it parses would
+hold it for the whole upload and stall every worker's beat. There the rows are staged in a TEMP table
+(SQLite's separate temporary database, private to the connection: writing it takes no lock on the main
+file), and only the last statements write the main file: the pool row and one INSERT ... SELECT of the
+staged rows (C speed, about 6 µs a row) in the same transaction. The caller must not have taken the
+write lock earlier (`session_scope(immediate=False)`, `DeferredSessionDep`). A rejected or interrupted
+import rolls back the TEMP table with the rest; a killed process leaves nothing behind either (SQLite
+deletes its temporary files, and nothing reached the main file).
 """
 
 from __future__ import annotations
@@ -53,7 +62,7 @@ _ACTIVE_JOB_STATUSES = (JobStatus.queued.value, JobStatus.running.value, JobStat
 
 class _PromptWriter:
     """Appends prompt rows ``(pool_id, position, external_id, text, answer, gold)`` in the session's
-    transaction: COPY on Postgres, executemany elsewhere. Use as a context manager."""
+    transaction: COPY on Postgres, executemany elsewhere. Use as a context manager; `publish` after it."""
 
     def __init__(self, session: Session):
         self.session = session
@@ -94,6 +103,45 @@ class _PromptWriter:
                 self._copy_cm.__exit__(exc_type, exc, tb)
             finally:
                 self._cursor.close()
+
+    def publish(self, pool: Pool) -> None:
+        """Store the pool's final fields (its prompts are in place already)."""
+        self.session.add(pool)
+        self.session.flush()
+
+
+_STAGED = "temp.staged_prompt"
+
+
+class _StagedPromptWriter:
+    """SQLite: appends the same rows to a TEMP table (no lock on the database file); `publish` inserts the
+    pool row and copies them into the prompt table, the import's only writes to the file. The pool id is
+    not known while staging: the rows' pool_id (None) is replaced then."""
+
+    def __init__(self, session: Session):
+        self.session = session
+
+    def __enter__(self) -> _StagedPromptWriter:
+        connection = self.session.connection()
+        connection.exec_driver_sql(f"DROP TABLE IF EXISTS {_STAGED}")  # left by an import on this connection
+        connection.exec_driver_sql(f"CREATE TABLE {_STAGED} (pool_id INTEGER, position INTEGER, external_id TEXT, "
+                                   f"text TEXT, answer TEXT, gold TEXT)")
+        return self
+
+    def write(self, rows: list[tuple]) -> None:
+        if rows:
+            self.session.connection().exec_driver_sql(f"INSERT INTO {_STAGED} VALUES (?, ?, ?, ?, ?, ?)", rows)
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        pass  # on error the caller rolls back, which drops the TEMP table with the rest
+
+    def publish(self, pool: Pool) -> None:
+        self.session.add(pool)
+        self.session.flush()  # the first write to the database file: it waits here for the write lock
+        connection = self.session.connection()
+        connection.exec_driver_sql(f"INSERT INTO prompt ({', '.join(_COLUMNS)}) SELECT ?, {', '.join(_COLUMNS[1:])} "
+                                   f"FROM {_STAGED} ORDER BY rowid", (pool.id,))
+        connection.exec_driver_sql(f"DROP TABLE {_STAGED}")
 
 
 # --- import -----------------------------------------------------------------------------------------
@@ -195,8 +243,10 @@ def import_pool(
     pool = Pool(name=(name or filename or "pool").strip() or "pool", task_type=task_type or "exact",
                 has_answers=mapping.answer_field is not None, source_filename=filename,
                 source_format=source_format)
-    session.add(pool)
-    session.flush()
+    staged = session.get_bind().dialect.name == "sqlite"
+    if not staged:  # COPY needs the pool's id; SQLite inserts the pool row last (see the module's docstring)
+        session.add(pool)
+        session.flush()
     pool_id = pool.id
 
     batches: Iterator[list[Row]] = reader.batches()
@@ -218,7 +268,7 @@ def import_pool(
         task_type = detect_task_type(sample)
     grader = _Grader(task_type, reader.unit)
 
-    with _PromptWriter(session) as writer:
+    with (_StagedPromptWriter if staged else _PromptWriter)(session) as writer:
         for batch in batches:
             if has_answers:
                 rows = grader.prompt_rows(pool_id, batch)
@@ -239,8 +289,7 @@ def import_pool(
     pool.task_type = task_type
     pool.has_answers = has_answers
     pool.prompt_count = reader.row_count
-    session.add(pool)
-    session.flush()
+    writer.publish(pool)
     detected = has_answers and not task_type_given
     if not has_answers:
         reason = "there are no answers, so probes measure agreement (label-free)"
