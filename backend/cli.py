@@ -34,10 +34,10 @@ def _fail(message: str) -> None:
     raise typer.Exit(1)
 
 
-def _session():
+def _session(*, immediate: bool = True):
     from backend.database import session_scope
 
-    return session_scope()
+    return session_scope(immediate=immediate)
 
 
 def _app_errors(func):
@@ -190,7 +190,7 @@ def pool_import(
         preset, prompt_field=prompt_field, answer_field=answer_field, id_field=id_field, task_type=task_type)
     with open(path, "rb") as raw, tqdm.wrapattr(raw, "read", total=path.stat().st_size, unit="B",
                                                 unit_scale=True, desc="import") as handle:
-        with _session() as session:
+        with _session(immediate=False) as session:  # staged: SQLite's write lock only for the final switch
             result = import_pool(session, handle, path.name, mapping, detected_type, name, fmt=format,
                                  fallback_format=fallback)
             pool = result.pool

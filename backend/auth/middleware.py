@@ -34,7 +34,7 @@ def bearer_token(scope: Scope) -> str | None:
 
 
 def lookup(token: str) -> ApiToken | None:
-    with session_scope() as session:
+    with session_scope(immediate=False) as session:  # a read: never waits for SQLite's write lock
         found = find_token(session, token)
         if found is not None:
             session.expunge(found)  # read after the session closes

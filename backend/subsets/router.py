@@ -53,8 +53,9 @@ def export_subset(subset_id: SubsetId, session: SessionDep, background: Backgrou
         return FileResponse(path, media_type=export.FORMATS[format], headers=headers)
 
     def chunks():
-        # Streams after the handler returns, so it reads through a session of its own.
-        with session_scope() as stream_session:
+        # Streams after the handler returns, so it reads through a session of its own (deferred: a slow client
+        # must not hold SQLite's write lock).
+        with session_scope(immediate=False) as stream_session:
             rows = export.export_rows(stream_session, subset)
             yield from (export.jsonl_chunks(rows) if format == "jsonl" else export.csv_chunks(rows))
 
