@@ -36,7 +36,6 @@ log = logging.getLogger(__name__)
 SKIPPED = "skipped"
 COMPLETED = "completed"
 CANCELLED = "cancelled"
-FAILED = "failed"
 
 _override = threading.local()
 

@@ -44,8 +44,6 @@ from backend.subsets.tables import Subset
 log = logging.getLogger(__name__)
 
 SUCCEEDED = "succeeded"
-FAILED = "failed"
-CANCELLED = "cancelled"
 LIBRARIES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets")
 
 

@@ -10,7 +10,7 @@ from backend.timeutil import utcnow
 S = JobStatus
 ALLOWED: dict[JobStatus, set[JobStatus]] = {
     S.queued: {S.running, S.cancelled, S.failed},
-    S.running: {S.succeeded, S.failed, S.cancelling, S.queued},  # queued: a transient error, retried
+    S.running: {S.succeeded, S.failed, S.cancelling},
     S.cancelling: {S.cancelled, S.failed, S.succeeded},
     S.succeeded: set(),
     S.failed: set(),
@@ -94,10 +94,3 @@ def record_event(session: Session, job: Job, reason: str) -> None:
     """An action on the job that leaves its status as it is (the reconciler's, a task run again)."""
     session.add(JobEvent(job_id=job.id, from_status=job.status, to_status=job.status, reason=reason[:1000]))
     session.flush()
-
-
-def set_message(session: Session, job_id: int, message: str) -> None:
-    """The job's progress note (not its status), read fresh so a concurrent status change is kept."""
-    job = session.exec(select(Job).where(Job.id == job_id).execution_options(populate_existing=True)).one()
-    job.message = message[:1000]
-    session.add(job)
