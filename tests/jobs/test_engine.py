@@ -9,7 +9,6 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import update
 from sqlalchemy.exc import OperationalError
-from sqlmodel import select
 
 from backend.database import session_scope
 from backend.jobs.dispatch import add_task
@@ -17,9 +16,10 @@ from backend.jobs.engine import TaskContext, claim, owner_name, run_here
 from backend.jobs.kinds import JobKind, register
 from backend.jobs.reconciler import reconcile_once
 from backend.jobs.service import create_job, get_job, request_cancel
-from backend.jobs.tables import Job, JobEvent, JobTask
+from backend.jobs.tables import JobTask
 from backend.timeutil import utcnow
 from tests.conftest import clear_caches, upgrade_head
+from tests.jobs.ledger import job_of, reasons, tasks_of
 
 FAILS_ONCE: set[str] = set()  # the `transient` keys whose first attempt has met its transient error
 
@@ -67,19 +67,7 @@ def new_job(tasks: int = 1, message: str = "", **args) -> int:
         return job.id
 
 
-def job_of(job_id: int) -> Job:
-    with session_scope() as session:
-        return get_job(session, job_id)
 
-
-def tasks_of(job_id: int) -> list[JobTask]:
-    with session_scope() as session:
-        return list(session.exec(select(JobTask).where(JobTask.job_id == job_id).order_by(JobTask.id)))
-
-
-def reasons(job_id: int) -> list[str]:
-    with session_scope() as session:
-        return list(session.exec(select(JobEvent.reason).where(JobEvent.job_id == job_id).order_by(JobEvent.id)))
 
 
 def test_a_kind_of_its_own_runs_to_the_end(database):

@@ -21,9 +21,10 @@ from sqlalchemy import func
 from sqlmodel import select
 
 from backend.database import session_scope
-from backend.jobs.tables import Job, JobEvent, JobTask
+from backend.jobs.tables import Job, JobTask
 from backend.probes.tables import ProbeShard, PromptScore, Sample
 from tests.conftest import ROOT, clear_caches, start_worker, stop_worker
+from tests.jobs.ledger import job_of, reasons, tasks_of
 from tests.worker.test_probing import make_pool, make_probe
 
 LEASE = 20  # seconds: a lost worker's task is noticed this long after its last beat (CI: 2 loaded cores)
@@ -72,10 +73,6 @@ def reconciler(env: dict, tmp_path: Path):
         proc.wait(timeout=30)
 
 
-def job_of(job_id: int) -> Job:
-    with session_scope() as session:
-        return session.get(Job, job_id)
-
 
 def wait_until(condition, timeout: float, what: str, step: float = 0.05):
     deadline = time.monotonic() + timeout
@@ -102,14 +99,6 @@ def per_prompt_counts(probe_id: int) -> tuple[list[int], list[int]]:
     return list(scores), list(samples)
 
 
-def tasks_of(job_id: int) -> list[JobTask]:
-    with session_scope() as session:
-        return list(session.exec(select(JobTask).where(JobTask.job_id == job_id).order_by(JobTask.id)))
-
-
-def reasons(job_id: int) -> list[str]:
-    with session_scope() as session:
-        return list(session.exec(select(JobEvent.reason).where(JobEvent.job_id == job_id).order_by(JobEvent.id)))
 
 
 def send(job_id: int) -> None:
