@@ -163,7 +163,7 @@ def test_cancel_an_experiment_mid_run(client, worker, service_tiny_model):
     experiment = wait_for_experiment(client, experiment["id"], timeout=120)
     assert experiment["status"] == "cancelled"
     run = experiment["runs"][0]
-    assert "cancelled after step" in run["job"]["message"]
+    assert "cancelled: stopped after step" in run["job"]["message"] and "(metrics kept)" in run["job"]["message"]
     logged = client.get(f"/api/runs/{run['id']}/metrics?keys=loss").json()["series"]["loss"]["steps"]
     assert 1 <= len(logged) < 400  # it stopped early and kept what it logged
     assert not run["adapter_available"]
