@@ -85,9 +85,16 @@ def get_deferred_session() -> Iterator[Session]:
         yield session
 
 
+def get_writing_session() -> Iterator[Session]:
+    """A request's unit of work that writes whatever its method (a GET that records what it handed out)."""
+    with session_scope(immediate=True) as session:
+        yield session
+
+
 # scope="function": the commit happens before the response is sent, so a 201 means committed.
 SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 DeferredSessionDep = Annotated[Session, Depends(get_deferred_session, scope="function")]
+WritingSessionDep = Annotated[Session, Depends(get_writing_session, scope="function")]
 
 
 def get_or_404(session: Session, table: type, ident: object):

@@ -32,8 +32,9 @@ SessionFactory = Callable[[], AbstractContextManager[Session]]
 
 
 def _generate(model, tokenizer, questions: list[str], per_call: int, prompt_format: PromptFormat,
-              **generate_kwargs) -> list[str]:
-    """Completions of the questions rendered as the probe rendered them, ``per_call`` at a time, left padded."""
+              on_batch: Callable[[], object] | None = None, **generate_kwargs) -> list[str]:
+    """Completions of the questions rendered as the probe rendered them, ``per_call`` at a time, left padded;
+    ``on_batch`` after each batch (the job's beat: a long evaluation keeps its lease)."""
     import torch
 
     prompts = prompt_format.render(tokenizer, questions)
@@ -50,6 +51,8 @@ def _generate(model, tokenizer, questions: list[str], per_call: int, prompt_form
                 output = model.generate(**inputs, pad_token_id=tokenizer.pad_token_id, **generate_kwargs)
                 texts.extend(tokenizer.batch_decode(output[:, inputs["input_ids"].shape[1]:],
                                                     skip_special_tokens=True))
+                if on_batch is not None:
+                    on_batch()
     finally:
         tokenizer.padding_side = side
         if was_training:
@@ -58,18 +61,18 @@ def _generate(model, tokenizer, questions: list[str], per_call: int, prompt_form
 
 
 def greedy_completions(model, tokenizer, questions: list[str], max_new_tokens: int,
-                       prompt_format: PromptFormat = PromptFormat()) -> list[str]:
-    return _generate(model, tokenizer, questions, EVAL_BATCH, prompt_format, max_new_tokens=max_new_tokens,
+                       prompt_format: PromptFormat = PromptFormat(), on_batch=None) -> list[str]:
+    return _generate(model, tokenizer, questions, EVAL_BATCH, prompt_format, on_batch, max_new_tokens=max_new_tokens,
                      do_sample=False)
 
 
 def sampled_completions(model, tokenizer, questions: list[str], *, k: int, max_new_tokens: int, temperature: float,
-                        seed: int, prompt_format: PromptFormat = PromptFormat()) -> list[list[str]]:
+                        seed: int, prompt_format: PromptFormat = PromptFormat(), on_batch=None) -> list[list[str]]:
     """k sampled completions per question (seeded, the probe's sampling: no top-k/top-p), grouped per question."""
     import torch
 
     torch.manual_seed(seed)
-    texts = _generate(model, tokenizer, questions, max(1, EVAL_BATCH // k), prompt_format,
+    texts = _generate(model, tokenizer, questions, max(1, EVAL_BATCH // k), prompt_format, on_batch,
                       max_new_tokens=max_new_tokens, do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
                       num_return_sequences=k)
     return [texts[i:i + k] for i in range(0, len(texts), k)]
@@ -109,7 +112,8 @@ class EvaluationCallback(TrainerCallback):
     def evaluate(self, step: int, model, tokenizer) -> float:
         questions = list(self.prompts.questions)
         self.ctx.beat(message=f"evaluating at step {step} on {len(questions)} held-out prompts")
-        value = accuracy(greedy_completions(model, tokenizer, questions, self.max_new_tokens, self.prompt_format),
+        value = accuracy(greedy_completions(model, tokenizer, questions, self.max_new_tokens, self.prompt_format,
+                                            on_batch=self.ctx.beat),
                          self.prompts, self.grading_policy)
         with self.session_factory() as session:
             replace_metrics(session, self.run_id, step, {ACCURACY_KEY: value, "eval/samples": float(len(questions))})
@@ -140,7 +144,7 @@ def evaluate_ood(run_id: int, ctx: TaskContext, model, tokenizer, prompt_sets, *
     training; stops early on a cancel."""
     values: dict[str, float] = {}
     args = {"k": k, "max_new_tokens": max_new_tokens, "temperature": temperature, "seed": seed,
-            "prompt_format": prompt_format}
+            "prompt_format": prompt_format, "on_batch": ctx.beat}
     for prompts in prompt_sets:
         if not ctx.beat(message=f"out-of-distribution pass@{k} on pool {prompts.pool_id} ({len(prompts.questions)} "
                                 "prompts)", stopped=f"in the OOD evaluation after step {step}"):

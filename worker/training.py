@@ -96,7 +96,7 @@ def run_training(ctx: TaskContext) -> str:
     status the job ended with elsewhere. An out-of-memory becomes a JobFailure with advice."""
     try:
         work = _start(ctx)
-        return _fit(ctx, work)
+        return _fit(ctx, work) if work is not None else "stopped"
     except Exception as exc:
         if is_out_of_memory(exc) and not isinstance(exc, JobFailure):
             raise JobFailure("Training ran out of memory. Lower batch_size or max_completion_length (or "
@@ -104,11 +104,20 @@ def run_training(ctx: TaskContext) -> str:
         raise
 
 
-def import_libraries(args: dict) -> None:
-    """The kind's prepare function: the training stack's imports (seconds) happen before the claim."""
+def prepare_training(args: dict) -> None:
+    """The kind's prepare function, before the claim: the training stack's imports, and the model's checkpoint
+    (found, or downloaded and converted: minutes the first time), so the lease need only outlast a step."""
     import peft  # noqa: F401
     import torch  # noqa: F401
     import trl  # noqa: F401
+
+    from worker.model_store import ensure_checkpoint
+
+    with session_scope(immediate=False) as session:
+        run = session.get(Run, args["run_id"])
+        model = run.model if run else None
+    if model is not None:
+        ensure_checkpoint(model)
 
 
 def train_run(run_id: int) -> str:
@@ -124,9 +133,9 @@ def train_run(run_id: int) -> str:
 # --- steps -----------------------------------------------------------------------------------------
 
 
-def _start(ctx: TaskContext) -> TrainingWork:
+def _start(ctx: TaskContext) -> TrainingWork | None:
     """Record the library versions and start from step 0 (a retry replaces what an attempt logged), then read
-    what training needs."""
+    what training needs; None when the job was cancelled or ended meanwhile."""
     run_id = ctx.args["run_id"]
     versions = library_versions()  # imports torch: done before any row is locked
     with session_scope() as session:
@@ -140,7 +149,8 @@ def _start(ctx: TaskContext) -> TrainingWork:
         job.progress_total = TrainingSettings(**run.settings).max_steps
         job.progress_done = 0
         session.add(job)
-    ctx.beat(done=0, message=f"loading {run.model}")
+    if not ctx.beat(done=0, message=f"loading {run.model}", stopped="before training"):
+        return None
     with session_scope() as session:
         return _read_work(session, run_id)
 

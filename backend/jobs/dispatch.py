@@ -67,6 +67,7 @@ def send_task(session: Session, task_id: int) -> str | None:
     """Send one task and mark it sent (committed). A problem in words instead of an exception."""
     task = session.get(JobTask, task_id)
     kind = get_kind(session.get(Job, task.job_id).kind)
+    session.commit()  # no transaction (on SQLite: no write lock) stays open while the broker is called
     try:
         broker.send(kind.task_name, kind.queue, task.id, soft_limit=task.soft_limit_seconds,
                     hard_limit=task.hard_limit_seconds)

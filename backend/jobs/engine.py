@@ -80,8 +80,11 @@ def owner_name(delivery: str) -> str:
     return f"{delivery}@{socket.gethostname()}:{os.getpid()}"
 
 
-def _delivery(owner: str | None) -> str | None:
-    return owner.split("@", 1)[0] if owner else None
+def _is_own_retry(owner: str, holder: str) -> bool:
+    """The holder is an earlier attempt of this same message (Celery id#retries): a retry whose release of the
+    lease did not get through (the database was down). A retry is sent only by a holder that stopped working."""
+    (mine, _, my_try), (theirs, _, their_try) = (o.split("@", 1)[0].partition("#") for o in (owner, holder))
+    return mine == theirs and my_try.isdigit() and their_try.isdigit() and int(my_try) > int(their_try)
 
 
 # --- errors ----------------------------------------------------------------------------------------
@@ -155,9 +158,10 @@ class TaskContext:
         if time.monotonic() > self.soft_deadline:
             raise TimeLimitExceeded(
                 f"{self.kind.title} stopped: {self.label} ran past its time limit of "
-                f"{format_duration(self.soft_limit_seconds)} (sized from the work at "
-                f"BUDGETLAB_SLOWEST_TOKENS_PER_SECOND={get_settings().slowest_tokens_per_second:g}, plus "
-                "BUDGETLAB_TIME_LIMIT_FLOOR_SECONDS). A slower worker needs a lower rate there; or split the work.")
+                f"{format_duration(self.soft_limit_seconds)}: BUDGETLAB_TIME_LIMIT_FLOOR_SECONDS, plus for generation "
+                "its tokens at BUDGETLAB_SLOWEST_TOKENS_PER_SECOND "
+                f"({get_settings().slowest_tokens_per_second:g}). Raise the floor, or lower the rate for a slower "
+                "worker; or split the work.")
         if session is not None:
             return self._beat_in(session, done, total, message, stopped)
         with session_scope() as own:
@@ -250,6 +254,9 @@ def claim(kind: JobKind, task_id: int, owner: str) -> TaskContext | str:
         task = session.exec(select(JobTask).where(JobTask.id == task_id).with_for_update()
                             .execution_options(populate_existing=True)).one()
         status = JobStatus(job.status)
+        if job.kind != kind.name:  # a message for another kind's task (e.g. queued before an upgrade)
+            log.warning("task %s belongs to a %s job, not %s; skipped", task_id, job.kind, kind.name)
+            return SKIPPED
         if task.completed_at is not None:
             return SKIPPED
         if status in FINISHED:
@@ -259,15 +266,15 @@ def claim(kind: JobKind, task_id: int, owner: str) -> TaskContext | str:
                 transition(session, job, JobStatus.cancelled, f"cancel requested; {task.label} not started")
             return CANCELLED
         now = utcnow()
-        live = task.lease_owner is not None and task.lease_expires_at is not None and task.lease_expires_at > now
-        if live and _delivery(task.lease_owner) != _delivery(owner):
-            log.info("%s of job %s is held by %s until %s; not running it twice", task.label, job.id,
-                     task.lease_owner, task.lease_expires_at)
-            return SKIPPED
-        if task.lease_owner is not None:  # a holder that is gone: the process died, or its lease expired
-            why = (f"its worker {task.lease_owner} died (the broker delivered it again)"
-                   if _delivery(task.lease_owner) == _delivery(owner) else f"the lease of {task.lease_owner} expired")
-            if lost(session, kind, job, task, why) != "rerun":
+        if task.lease_owner is not None:
+            live = task.lease_expires_at is not None and task.lease_expires_at > now
+            if live and not _is_own_retry(owner, task.lease_owner):
+                # A second delivery while the holder works (a Redis redelivery, a resend), or a holder that died
+                # moments ago: either way its lease decides, and the reconciler acts when it expires.
+                log.info("%s of job %s is held by %s until %s; not running it twice", task.label, job.id,
+                         task.lease_owner, task.lease_expires_at)
+                return SKIPPED
+            if not live and lost(session, kind, job, task, f"the lease of {task.lease_owner} expired") != "rerun":
                 return FAILED
         task.lease_owner = owner
         task.lease_expires_at = now + timedelta(seconds=settings.lease_seconds)
@@ -339,7 +346,7 @@ def execute(kind: JobKind, task_id: int, owner: str, *, retries_so_far: int = 0)
             fail_job(ctx.job_id, f"{kind.title} stopped: {ctx.label} ran past its time limit of "
                                  f"{format_duration(ctx.soft_limit_seconds)}.")
             return FAILED
-        if is_transient(exc, gpu_out_of_memory=kind.retry_gpu_out_of_memory):
+        if kind.retry_transient and is_transient(exc, gpu_out_of_memory=kind.retry_gpu_out_of_memory):
             return _transient(ctx, exc, retries_so_far)
         log.exception("%s of job %s failed", ctx.label, ctx.job_id)
         fail_job(ctx.job_id, f"{kind.title} failed: {describe(exc).rstrip('.')} (in {ctx.label}). See the worker "
@@ -348,15 +355,19 @@ def execute(kind: JobKind, task_id: int, owner: str, *, retries_so_far: int = 0)
 
 
 def _prepare(prepare, task_id: int) -> None:
-    """Warm up before the claim; a failure here is left for the run itself to meet (and report) under its lease."""
-    with session_scope() as session:
+    """Warm up before the claim, for a task that will run; a failure here is left for the run itself to meet (and
+    report) under its lease."""
+    with session_scope(immediate=False) as session:
         task = session.get(JobTask, task_id)
-        args = dict(task.args) if task is not None and task.completed_at is None else None
-    if args is None:
-        return
+        job = session.get(Job, task.job_id) if task is not None else None
+        if job is None or task.completed_at is not None or JobStatus(job.status) in FINISHED | {JobStatus.cancelling}:
+            return
+        args = dict(task.args)
     try:
         prepare(args)
     except Exception as exc:
+        if _is_soft_time_limit(exc):
+            raise
         log.warning("preparing task %s failed (%s); its run will report it", task_id, describe(exc))
 
 
@@ -376,8 +387,11 @@ def _transient(ctx: TaskContext, exc: BaseException, retries_so_far: int) -> str
     try:  # best effort: the database may be what is down; then the lease expires on its own
         with session_scope() as session:
             job = lock_job(session, ctx.job_id)
+            # Counted as a send due after the backoff: should the retry message itself be lost, the reconciler
+            # sends the task again like any other unclaimed one.
             session.execute(update(JobTask).where(JobTask.id == ctx.task_id, JobTask.lease_owner == ctx.owner)
-                            .values(lease_owner=None, lease_expires_at=None))
+                            .values(lease_owner=None, lease_expires_at=None, sends=JobTask.sends + 1,
+                                    sent_at=utcnow() + timedelta(seconds=delay)))
             if JobStatus(job.status) not in FINISHED:
                 job.message = (f"{ctx.label}: transient error, retry {retries_so_far + 1}/{MAX_RETRIES} in "
                                f"{delay:.0f}s ({describe(exc)})")[:1000]

@@ -33,6 +33,7 @@ class JobKind:
     describe_lost: Callable[[Session, Job], str] | None = None
     # False when what the job works on was deleted meanwhile: the reconciler fails it instead of running it.
     inputs_exist: Callable[[Session, Job], bool] = lambda session, job: True
+    retry_transient: bool = True  # False: work that must not start over (a push would create a second project)
     retry_gpu_out_of_memory: bool = False  # probing: a smaller neighbour may have held the memory
     samples_per_unit: Callable[[Session, Job], int | None] = lambda session, job: None
 

@@ -9,7 +9,8 @@ A pass, in order:
 4. `cancelling` jobs that no live worker holds are settled as cancelled;
 5. the outbox: tasks never sent (the API died, the broker was down) are sent; tasks sent long ago that no
    worker claimed while their queue is empty were lost by the broker, and are sent again.
-Several reconcilers may run: on Postgres a pass holds an advisory lock, and a second one skips its turn.
+Several reconcilers may run: on Postgres steps 1-4 hold an advisory lock, and a second reconciler skips its turn;
+sending (step 5) is safe to repeat, since a worker claims a task once.
 """
 
 from __future__ import annotations
@@ -149,6 +150,7 @@ def _send_outbox(session: Session, now, done: Pass) -> None:
     stale = _open_tasks(session, JobTask.sent_at < now - timedelta(seconds=settings.resend_unclaimed_seconds),
                         JobTask.lease_owner.is_(None))
     if stale:
+        session.commit()  # no transaction (on SQLite: no write lock) stays open while the broker is asked
         try:
             depths = broker.queue_depths()
         except Exception as exc:

@@ -21,9 +21,9 @@ JOB_KINDS = {"push": "label_push", "pull": "label_pull", "regrade": "regrade"}  
 TITLES = {"push": "Sending to Label Studio", "pull": "Pulling labels", "regrade": "Re-grading"}
 
 
-# A push creates a Label Studio project, so a lost push is not run again (it would create a second one);
-# a pull and a re-grade write the same result when repeated.
+# A push creates a Label Studio project, so a lost or failed push is not run again (it would create a second
+# one); a pull and a re-grade write the same result when repeated.
 LABEL_KINDS = {action: register(JobKind(
     name=name, title=TITLES[action], task_name=f"budgetlab.{name}", queue="cpu", run="backend.labels.jobs:run",
-    time_limits=_time_limits,
-    rerun_when_lost=action != "push", inputs_exist=_exists)) for action, name in JOB_KINDS.items()}
+    time_limits=_time_limits, rerun_when_lost=action != "push", retry_transient=action != "push",
+    inputs_exist=_exists)) for action, name in JOB_KINDS.items()}

@@ -6,7 +6,7 @@ from fastapi import APIRouter, File, Form, Query, UploadFile
 from fastapi.responses import Response
 
 from backend.auth.dependencies import CurrentToken
-from backend.database import SessionDep, get_or_404
+from backend.database import SessionDep, WritingSessionDep, get_or_404
 from backend.errors import AppError
 from backend.jobs.dispatch import commit_and_send
 from backend.jobs.schemas import JobRead
@@ -58,7 +58,7 @@ def _record(session, pool: Pool, subset_id: int | None, format: str, count: int,
 
 
 @router.get("/subsets/{subset_id}/labeling-export", response_class=Response, responses=_FILE)
-def export_subset_for_labeling(subset_id: SubsetId, session: SessionDep, token: CurrentToken,
+def export_subset_for_labeling(subset_id: SubsetId, session: WritingSessionDep, token: CurrentToken,
                                format: FileFormat = "label-studio") -> Response:
     """The subset's prompts for annotators, in rank order; recorded as sent for labeling."""
     subset = get_subset(session, subset_id)

@@ -31,7 +31,7 @@ def _time_limits(session: Session, job: Job, args: dict) -> tuple[float, float]:
 
 TRAIN = register(JobKind(
     name="train", title="Training", task_name="budgetlab.train_run", queue="gpu",
-    run="worker.training:run_training", prepare="worker.training:import_libraries", time_limits=_time_limits,
+    run="worker.training:run_training", prepare="worker.training:prepare_training", time_limits=_time_limits,
     rerun_when_lost=False,  # no checkpoint to resume from: the run fails as lost, its logged metrics kept
     describe_lost=describe_lost_run,
     inputs_exist=lambda session, job: session.exec(select(Run.id).where(Run.job_id == job.id)).first() is not None))

@@ -97,11 +97,21 @@ def test_a_transient_error_is_retried_then_the_work_succeeds(database):
     assert task.claims == 2 and task.losses == 0  # a released lease is no loss
 
 
+def test_a_retry_takes_over_the_lease_its_attempt_could_not_release(database):
+    job_id = new_job(n=2)
+    task_id = tasks_of(job_id)[0].id
+    assert not isinstance(claim(COUNT, task_id, owner_name("msg#0")), str)  # then the database went away
+    assert claim(COUNT, task_id, owner_name("other#0")) == "skipped"  # another message: the lease decides
+    retry = claim(COUNT, task_id, owner_name("msg#1"))
+    assert not isinstance(retry, str) and tasks_of(job_id)[0].losses == 0
+    assert count(retry) == "done" and job_of(job_id).status == "succeeded"
+
+
 def test_the_soft_time_limit_stops_the_work_with_the_settings_to_change(database):
     job_id = new_job(n=20, sleep=0.1, soft=0.5, hard=60)
     assert run_here(job_id) == "failed"
     job = job_of(job_id)
-    assert "part 0 ran past its time limit" in job.error and "BUDGETLAB_SLOWEST_TOKENS_PER_SECOND" in job.error
+    assert "part 0 ran past its time limit" in job.error and "BUDGETLAB_TIME_LIMIT_FLOOR_SECONDS" in job.error
     assert job.progress_done < 20
 
 

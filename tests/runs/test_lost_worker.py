@@ -86,9 +86,13 @@ def test_a_duplicate_delivery_while_the_lease_is_live_is_skipped(own_client):
     assert job_id not in reconcile_once().lost  # the lease is live: nothing to do
 
 
-def test_the_same_delivery_again_means_its_process_died(own_client):
+def test_a_redelivery_waits_for_the_lease_then_counts_the_worker_as_lost(own_client):
     run_id, job_id, task_id = running_run(3, delivery="abc#0")
-    assert execute(TRAIN, task_id, owner_name("abc#0")) == "failed"  # never retrain over the old metrics
+    # The same message again (a Redis visibility timeout, a killed pool child): its holder may still be training.
+    assert execute(TRAIN, task_id, owner_name("abc#0")) == "skipped"
+    assert status(job_id).status == "running"
+    expire(task_id)
+    assert execute(TRAIN, task_id, owner_name("abc#0")) == "failed"  # the lease ran out: never retrain over it
     job = status(job_id)
     assert job.status == "failed" and "lost after step 3 of 10" in job.error
     assert logged_steps(run_id) == 3
