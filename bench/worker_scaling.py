@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import math
 import os
 import statistics
@@ -49,17 +48,8 @@ PG_ADMIN = os.environ.get("BUDGETLAB_BENCH_PG", "postgresql://postgres@127.0.0.1
 REDIS_URL = os.environ.get("BUDGETLAB_BENCH_REDIS", "redis://127.0.0.1:6379/12")
 THREADS_PER_WORKER = "1"
 
-
-def read_rows(path: Path, n: int) -> list[dict]:
-    rows = []
-    with path.open() as handle:
-        for line in handle:
-            row = json.loads(line)
-            rows.append({"question": row.get("question") or row.get("prompt") or row.get("problem"),
-                         "answer": str(row.get("answer", ""))})
-            if len(rows) == n:
-                break
-    return rows
+from bench.probe_speed import read_questions  # noqa: E402  (after ROOT is on the path)
+from tests.conftest import start_worker, stop_worker  # noqa: E402  (a real worker, as the tests start one)
 
 
 def pick_data(path: Path | None) -> Path:
@@ -120,34 +110,6 @@ def delete_broker_keys(prefix: str) -> int:
     if keys:
         broker.delete(*keys)
     return len(keys)
-
-
-def start_worker(env: dict[str, str], log_path: Path) -> subprocess.Popen:
-    """A real Celery worker on the gpu queue (probing's), as tests/conftest.py start_worker runs one."""
-    log = open(log_path, "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "worker.main", "worker", "-Q", "gpu", "--pool=solo",
-         "--concurrency=1", "--loglevel=INFO", "--without-gossip", "--without-mingle"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"worker exited early:\n{log_path.read_text()[-3000:]}")
-        if "ready." in log_path.read_text():
-            return proc
-        time.sleep(0.3)
-    proc.kill()
-    raise RuntimeError(f"worker did not become ready in 120 s:\n{log_path.read_text()[-3000:]}")
-
-
-def stop_worker(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 # --- pools, probes, jobs ----------------------------------------------------------------------------
@@ -242,7 +204,7 @@ def measure(workers: int, env: dict[str, str], logs: Path, pools: tuple[int, int
     procs = []
     try:
         for index in range(workers):
-            procs.append(start_worker(env, logs / f"{workers}w-worker-{index}.log"))
+            procs.append(start_worker(env, logs / f"{workers}w-worker-{index}.log", queues="gpu"))
         warm_up(procs, warm_pool_id, args.model)
         cpu_before = [cpu_seconds(proc.pid) for proc in procs]
         started = time.perf_counter()
@@ -275,7 +237,7 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=1800, help="seconds to wait for one timed probe")
     args = parser.parse_args()
 
-    rows = read_rows(pick_data(args.data), args.prompts)
+    rows = read_questions(pick_data(args.data), args.prompts)
     if len(rows) < args.prompts:
         print(f"note: the dataset has {len(rows)} rows; probing {len(rows)} prompts")
         args.prompts = len(rows)
