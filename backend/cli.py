@@ -226,7 +226,9 @@ def probe(
     grading_policy: str | None = typer.Option(
         None, help="strict (last \\boxed{} only, exact: the paper) or lenient (default lenient; strict with "
                    "--preset paper)."),
-    preset: str | None = typer.Option(None, help="paper: k 10, temperature 1.0, 250 tokens, strict grading."),
+    preset: str | None = typer.Option(None, help="paper: k 10, temperature 1.0, 250 tokens, strict grading; demo (the "
+                                                 "demo pool on the embedded model): k 8, temperature 0.7, 16 "
+                                                 "tokens, a terse template."),
     seed: int = typer.Option(0),
     local: bool = typer.Option(False, help="Run in this process instead of sending it to a worker."),
 ) -> None:
@@ -239,10 +241,11 @@ def probe(
 
     _prepare()
     given = {name: value for name, value in {"k": k, "temperature": temperature, "max_new_tokens": max_new_tokens,
-                                             "grading_policy": grading_policy, "preset": preset}.items()
+                                             "grading_policy": grading_policy, "preset": preset,
+                                             "template": template}.items()
              if value is not None}
     try:
-        body = ProbeCreate(pool_id=pool_id, model=model, template=template, seed=seed, **given,
+        body = ProbeCreate(pool_id=pool_id, model=model, seed=seed, **given,
                            chat_template_options=check_chat_template_options(chat_template_options))
     except (ValueError, ValidationError) as exc:  # pydantic's errors name the option and the allowed values
         _fail(f"Error: {exc}")
@@ -709,10 +712,19 @@ def format_comparison(result) -> str:
     def num(value, spec=".3f"):
         return "—" if value is None else format(value, spec)
 
-    header = ["strategy", "run", "status", "N", "base acc", "final acc", "gain", "learnable %", "pred. share",
-              "meas. share", "OOD pass@k"]
+    def interval(value, bounds, spec=".3f"):
+        return num(value, spec) + (f" [{bounds[0]:{spec}}, {bounds[1]:{spec}}]" if bounds else "")
+
+    def gain(row):
+        flag = "" if row.gain_beyond_noise is None else (" *" if row.gain_beyond_noise else "")
+        return interval(row.gain, row.gain_interval, "+.3f") + flag
+
+    header = ["strategy", "run", "status", "N", "base acc", "final acc [95%]", "gain [95%]", "learnable %",
+              "pred. share", "meas. share", "OOD pass@k"]
     lines = [[row.strategy, str(row.run_id), row.status, str(row.n), num(row.base_accuracy),
-              num(row.final_accuracy), num(row.gain, "+.3f"), num(row.learnable_pct, ".1f"),
+              interval(row.final_accuracy, row.final_accuracy_interval) + ("" if row.within_noise_of_best
+                                                                           is not False else " <"),
+              gain(row), num(row.learnable_pct, ".1f"),
               num(row.predicted_learnable_share), num(row.measured_learnable_share),
               ", ".join(f"{k} {v:.3f}" for k, v in row.ood.items()) or "—"] for row in result.table]
     widths = [max(len(cell) for cell in column) for column in zip(header, *lines, strict=True)]
@@ -721,6 +733,9 @@ def format_comparison(result) -> str:
     out.append(f"fit over {fit.n_points} runs: gain = {num(fit.intercept, '+.4f')} + {num(fit.slope, '.5f')} × "
                f"learnable %, R² = {num(fit.r2)}" if fit.slope is not None else
                f"fit over {fit.n_points} runs: undefined (needs two runs with different learnable %)")
+    if fit.r2_interval:
+        out[-1] += f" (95% bootstrap interval {fit.r2_interval[0]:.3f} to {fit.r2_interval[1]:.3f})"
+    out.append("* gain beyond noise (its 95% interval excludes 0); < final accuracy below the best run's beyond noise")
     return "\n".join(out)
 
 

@@ -24,7 +24,10 @@ FEW_SHOT = ("Answer with the number only, in \\boxed{}.\n"
             "Q: What is 2 + 3?\nA: \\boxed{5}\n"
             "Q: Which is larger, 14 or 9?\nA: \\boxed{14}\n"
             "Q: {prompt}\nA: \\boxed{")
-TEMPLATES = {"chat default": None, "few-shot completion": FEW_SHOT}
+# The model's own chat format (ChatML) with a terse instruction instead of the default's "Reason briefly".
+NUMBER_ONLY = ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n{prompt}\n"
+               "Answer with the number only.<|im_end|>\n<|im_start|>assistant\n")
+TEMPLATES = {"chat default": None, "few-shot completion": FEW_SHOT, "number only": NUMBER_ONLY}
 
 
 def families(rng: random.Random, n: int) -> dict[str, list[tuple[str, str]]]:
@@ -54,8 +57,21 @@ def families(rng: random.Random, n: int) -> dict[str, list[tuple[str, str]]]:
         b = rng.randint(1, a)
         return f"What is {a} - {b}?", str(a - b)
 
+    def smaller():
+        a, b = rng.sample(range(1, 100), 2)
+        return f"Which is smaller, {a} or {b}?", str(min(a, b))
+
+    def successor():
+        a = rng.randint(10, 98)
+        return f"What number comes after {a}?", str(a + 1)
+
+    def double():
+        a = rng.randint(2, 9)
+        return f"What is {a} times 2?", str(2 * a)
+
     makers = {"add 1-digit": add, "add 2-digit": add_two_digit, "larger of two": larger, "copy a number": copy,
-              "count words": count, "subtract": subtract}
+              "count words": count, "subtract": subtract, "smaller of two": smaller,
+              "next number": successor, "double": double}
     return {name: [make() for _ in range(n)] for name, make in makers.items()}
 
 
@@ -67,6 +83,7 @@ def main() -> int:
     parser.add_argument("--temperatures", default="0.7,1.0")
     parser.add_argument("--max-new-tokens", type=int, default=24)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--templates", default=",".join(TEMPLATES), help="Comma-separated template names")
     args = parser.parse_args()
 
     from backend.curation.grading import extract_answer, grade_answers, parse_gold
@@ -77,7 +94,8 @@ def main() -> int:
     print(f"model {args.model} on {type(engine).__name__}, k={args.k}, {args.prompts} prompts per family, "
           f"{args.max_new_tokens} new tokens; grading: numeric, lenient")
     print(f"{'template':<20} {'T':>4} {'family':<15} {'mean pass':>9} {'0<p<1':>6} {'never':>6} {'s':>6}")
-    for template_name, template in TEMPLATES.items():
+    for template_name in args.templates.split(","):
+        template = TEMPLATES[template_name]
         for temperature in (float(t) for t in args.temperatures.split(",")):
             for family, rows in tasks.items():
                 started = time.perf_counter()
@@ -86,7 +104,7 @@ def main() -> int:
                                           max_new_tokens=args.max_new_tokens, seed=args.seed)
                 rates = []
                 for (_, gold), outs in zip(rows, outputs, strict=True):
-                    if template is not None:  # the template opened the box: the completion continues inside it
+                    if template == FEW_SHOT:  # the template opened the box: the completion continues inside it
                         outs = ["\\boxed{" + text for text in outs]
                     answers = [extract_answer(text, "numeric", policy="lenient") for text in outs]
                     correct = grade_answers(answers, parse_gold(gold, "numeric"), "numeric", "lenient", None)

@@ -17,6 +17,7 @@ import math
 from dataclasses import asdict, dataclass
 
 ACCURACY = "eval/accuracy"
+EVAL_SAMPLES = "eval/samples"
 LEARNABLE = "learnable_share"
 
 
@@ -61,21 +62,29 @@ class RunSummary:
     learnable_pct: float | None
     measured_learnable_share: float | None
     steps: int
+    base_samples: int | None = None  # evaluation prompts behind the base and final accuracies
+    final_samples: int | None = None
 
 
 def summarize_run(series: dict[str, dict[str, list]]) -> RunSummary:
     """A run's comparison numbers from its metric series ({key: {"steps", "values"}})."""
-    accuracy = dict(zip(series.get(ACCURACY, {}).get("steps", []), series.get(ACCURACY, {}).get("values", []),
-                        strict=True))
+    accuracy, samples = (dict(zip(series.get(key, {}).get("steps", []), series.get(key, {}).get("values", []),
+                                  strict=True)) for key in (ACCURACY, EVAL_SAMPLES))
     base = accuracy.get(0)
     later = [step for step in accuracy if step > 0]
-    final = accuracy[max(later)] if later else None
+    final_step = max(later) if later else None
+    final = accuracy[final_step] if later else None
     shares = [v for s, v in zip(series.get(LEARNABLE, {}).get("steps", []),
                                 series.get(LEARNABLE, {}).get("values", []), strict=True) if s > 0]
     learnable_pct = 100.0 * sum(1 for v in shares if v > 0) / len(shares) if shares else None
     measured = math.fsum(shares) / len(shares) if shares else None
     gain = final - base if final is not None and base is not None else None
-    return RunSummary(base, final, gain, learnable_pct, measured, len(shares))
+    return RunSummary(base, final, gain, learnable_pct, measured, len(shares), _count(samples.get(0)),
+                      _count(samples.get(final_step)))
+
+
+def _count(value: float | None) -> int | None:
+    return int(value) if value is not None else None
 
 
 def running_mean(values: list[float]) -> list[float]:

@@ -1,13 +1,14 @@
 """Experiments API: one action launches a run per strategy at the same budget; compare their curves."""
 
 from fastapi import APIRouter
+from pydantic import BaseModel
 
 from backend.database import SessionDep
 from backend.experiments import service
 from backend.experiments.schemas import Comparison, ExperimentCreate, ExperimentRead
 from backend.experiments.tables import Experiment
 from backend.jobs.dispatch import commit_and_send
-from backend.params import PathId, QueryId
+from backend.params import BodyId, PathId, QueryId
 from backend.probes.tables import Probe
 
 router = APIRouter(tags=["experiments"])
@@ -20,6 +21,22 @@ ExperimentId = PathId(Experiment, "Experiment")
                         503: {"description": "The task broker cannot be reached"}})
 def create_experiment(body: ExperimentCreate, session: SessionDep) -> ExperimentRead:
     experiment, created = service.create_experiment(session, body)
+    commit_and_send(session, [run.job_id for run in created])
+    return service.experiment_read(session, experiment)
+
+
+class DemoExperimentCreate(BaseModel):
+    probe_id: BodyId(Probe, "Probe")
+
+
+@router.post("/experiments/demo", status_code=201,
+             responses={404: {"description": "The probe does not exist"},
+                        409: {"description": "The probe has not finished"},
+                        422: {"description": "The probe is not of the demo pool"}})
+def create_demo_experiment(body: DemoExperimentCreate, session: SessionDep) -> ExperimentRead:
+    """The demo experiment on a probe of the demo pool: hard, easy, random and learnable at the same N, trained with
+    the demo_cpu preset and evaluated on the held-out demo pool (created if missing)."""
+    experiment, created = service.create_demo_experiment(session, body.probe_id)
     commit_and_send(session, [run.job_id for run in created])
     return service.experiment_read(session, experiment)
 

@@ -54,12 +54,17 @@ class FitRead(BaseModel):
     intercept: float | None
     r2: float | None
     n_points: int
+    r2_interval: tuple[float, float] | None = Field(None, description="95% bootstrap interval of R² (≥ 3 points)")
+    slope_interval: tuple[float, float] | None = Field(None, description="95% bootstrap interval of the slope")
 
 
 _PREDICTED = ("The subset's predicted learnable share at step 0, recorded when it was frozen (before training moves "
               "pass rates, so not the same quantity as the measured mean over steps); None for label-free subsets")
 _PREDICTED_BOUND = ("95% posterior interval of the predicted learnable share at step 0 ({}); None for label-free "
                     "subsets and for subsets frozen before the interval was recorded")
+
+
+_WILSON = "95% Wilson interval of the {} evaluation accuracy"
 
 
 class CompareRow(BaseModel):
@@ -71,12 +76,24 @@ class CompareRow(BaseModel):
     base_accuracy: float | None
     final_accuracy: float | None
     gain: float | None
+    base_accuracy_interval: tuple[float, float] | None = Field(None, description=_WILSON.format("base"))
+    final_accuracy_interval: tuple[float, float] | None = Field(None, description=_WILSON.format("final"))
+    eval_samples: int | None = Field(None, description="Held-out prompts behind the final accuracy")
+    gain_interval: tuple[float, float] | None = Field(
+        None, description="95% interval of the gain (Newcombe's hybrid score interval; conservative, as if base "
+                          "and final were evaluated on different prompts)")
+    gain_beyond_noise: bool | None = Field(None, description="The gain's interval excludes 0")
+    within_noise_of_best: bool | None = Field(
+        None, description="The 95% interval of this run's final accuracy minus the best run's contains 0: it cannot "
+                          "be told apart from the best strategy on this evaluation set (true for the best itself)")
     learnable_pct: float | None
     predicted_learnable_share: float | None = Field(description=_PREDICTED)
     predicted_learnable_share_low: float | None = Field(description=_PREDICTED_BOUND.format("lower end"))
     predicted_learnable_share_high: float | None = Field(description=_PREDICTED_BOUND.format("upper end"))
     measured_learnable_share: float | None = Field(description="Measured share of GRPO groups with mixed rewards, "
                                                                "mean over the run's steps")
+    learnable_share_error: float | None = Field(
+        None, description="Measured minus predicted learnable share: how far the forecast was off for this run")
     ood: dict[str, float]
     ood_base: dict[str, float]
     subset_id: int

@@ -13,9 +13,13 @@ from backend.database import get_or_404
 from backend.errors import AppError
 from backend.experiments.comparison import ACCURACY, LEARNABLE, linear_fit, running_mean, summarize_run
 from backend.experiments.schemas import CompareRow, Comparison, ExperimentCreate, ExperimentRead
+from backend.experiments.statistics import accuracy_interval, bootstrap_fit, difference_interval, excludes_zero
 from backend.experiments.tables import Experiment
 from backend.jobs.service import lock_job, request_cancel
 from backend.jobs.tables import FINISHED, JobStatus
+from backend.pools.demo import HELD_OUT_POOL_NAME
+from backend.pools.schemas import PoolRead
+from backend.pools.service import create_demo_pool
 from backend.pools.tables import Pool
 from backend.probes.service import get_probe, require_finished
 from backend.probes.tables import Probe
@@ -69,6 +73,31 @@ def create_experiment(session: Session, body: ExperimentCreate) -> tuple[Experim
     session.add(experiment)
     session.flush()
     return experiment, created
+
+
+# The demo experiment (one click from the planner): the strategies the papers contrast, at a budget the
+# embedded model trains through in a few minutes per run on two CPU cores, evaluated on the held-out demo.
+DEMO_STRATEGIES = ["hard", "easy", "random", "learnable"]
+DEMO_COUNT = 30
+DEMO_PRESET = "demo_cpu"
+
+
+def create_demo_experiment(session: Session, probe_id: int) -> tuple[Experiment, list[Run]]:
+    """The demo experiment on a probe of the demo pool; the held-out demo pool is created if there is none."""
+    probe = get_probe(session, probe_id)
+    pool = session.get(Pool, probe.pool_id)
+    if pool is None or not PoolRead.model_validate(pool).is_demo:
+        raise AppError(422, f"Probe {probe.id} is not of the demo pool, and the demo experiment's settings are made "
+                            "for it. Create the demo pool (POST /api/pools/demo), probe it with the demo preset, or "
+                            "launch an experiment with your own settings (POST /api/experiments).")
+    held_out = session.exec(select(Pool).where(Pool.name == HELD_OUT_POOL_NAME, Pool.source_format == "generated")
+                            .order_by(Pool.id.desc())).first()
+    if held_out is None:
+        held_out = create_demo_pool(session, held_out=True)
+    return create_experiment(session, ExperimentCreate(
+        probe_id=probe.id, budget={"kind": "count", "value": DEMO_COUNT}, strategies=DEMO_STRATEGIES,
+        preset=DEMO_PRESET, settings={"eval_pool_id": held_out.id, "eval_samples": held_out.prompt_count},
+        name=f"Demo: {', '.join(DEMO_STRATEGIES)} at N={DEMO_COUNT}"))
 
 
 def get_experiment(session: Session, experiment_id: int) -> Experiment:
@@ -134,8 +163,11 @@ def compare(session: Session, experiment: Experiment) -> Comparison:
         accuracy_lines.append((row.strategy, acc["steps"], acc["values"]))
         share = series.get(LEARNABLE, {"steps": [], "values": []})
         learnable_lines.append((row.strategy, share["steps"], running_mean(share["values"])))
+    _flag_within_noise_of_best(rows)
     points, scatter_runs = _scatter_points(session, experiment, rows)
-    fit = linear_fit([p["x"] for p in points], [p["y"] for p in points])
+    xs, ys = [p["x"] for p in points], [p["y"] for p in points]
+    fit = linear_fit(xs, ys)
+    intervals = bootstrap_fit(xs, ys)
     figures = {
         "eval_accuracy": line_chart("Evaluation accuracy over steps (step 0 = base model)", "accuracy",
                                     accuracy_lines, y_range=[0, 1.05]),
@@ -143,8 +175,19 @@ def compare(session: Session, experiment: Experiment) -> Comparison:
                                       learnable_lines, y_range=[0, 1.05]),
         "scatter": gain_scatter(points, fit.as_dict()),
     }
-    return Comparison(experiment_id=experiment.id, figures=figures, fit=fit.as_dict(), table=rows,
-                      scatter_runs=scatter_runs)
+    return Comparison(experiment_id=experiment.id, figures=figures, table=rows, scatter_runs=scatter_runs,
+                      fit={**fit.as_dict(), "r2_interval": intervals["r2"], "slope_interval": intervals["slope"]})
+
+
+def _flag_within_noise_of_best(rows: list[CompareRow]) -> None:
+    """Mark each evaluated run whose final accuracy cannot be told apart from the best run's."""
+    evaluated = [row for row in rows if row.final_accuracy is not None and row.eval_samples]
+    if not evaluated:
+        return
+    best = max(evaluated, key=lambda row: row.final_accuracy)
+    for row in evaluated:
+        row.within_noise_of_best = row is best or not excludes_zero(difference_interval(
+            best.final_accuracy, best.eval_samples, row.final_accuracy, row.eval_samples))
 
 
 def _compare_row(session: Session, run: Run) -> tuple[CompareRow, dict]:
@@ -152,10 +195,20 @@ def _compare_row(session: Session, run: Run) -> tuple[CompareRow, dict]:
     summary = summarize_run(series)
     subset = session.get(Subset, run.subset_id)
     ood, ood_base = _ood_columns(session, series)
+    base, final = summary.base_accuracy, summary.final_accuracy
+    base_n, final_n = summary.base_samples, summary.final_samples
+    gain_interval = (difference_interval(base, base_n, final, final_n)
+                     if summary.gain is not None and base_n and final_n else None)
+    predicted, measured = subset.predicted_learnable_share, summary.measured_learnable_share
     row = CompareRow(
         run_id=run.id, experiment_id=run.experiment_id, strategy=subset.strategy,
         status=runs.run_job(session, run).status,
         n=subset.n, base_accuracy=summary.base_accuracy, final_accuracy=summary.final_accuracy, gain=summary.gain,
+        base_accuracy_interval=accuracy_interval(base, base_n) if base is not None and base_n else None,
+        final_accuracy_interval=accuracy_interval(final, final_n) if final is not None and final_n else None,
+        eval_samples=final_n, gain_interval=gain_interval,
+        gain_beyond_noise=excludes_zero(gain_interval) if gain_interval else None,
+        learnable_share_error=measured - predicted if measured is not None and predicted is not None else None,
         learnable_pct=summary.learnable_pct, predicted_learnable_share=subset.predicted_learnable_share,
         predicted_learnable_share_low=subset.predicted_learnable_share_low,
         predicted_learnable_share_high=subset.predicted_learnable_share_high,

@@ -1,16 +1,24 @@
-"""The demo pool: arithmetic word problems of graded difficulty, generated (no download needed).
+"""The demo pool: one-step number tasks that the embedded model sometimes solves, generated (no download).
 
-Five levels, 40 problems each by default:
+The embedded model (SmolLM2-135M-Instruct, dequantized from Q4) never solves multi-step word problems, so a
+demo of them shows a flat histogram and zero gains. These nine task families are ones it solves
+*sometimes*, which is where GRPO has signal. Ordered from easiest to hardest as measured by
+``bench/demo_pass_rates.py`` (mean pass rate at k = 8, T = 0.7, the demo template; docs/benchmarks.md):
 
-1. one addition with small numbers;
-2. one subtraction, or an addition and a subtraction;
-3. a multiplication, sometimes followed by an addition;
-4. two or three steps mixing multiplication with division or subtraction;
-5. four or five steps with multiplication, division, addition and subtraction, larger numbers.
+1. copy a number            (0.62)
+2. the smaller of two       (0.31)
+3. double a number          (0.26)
+4. the larger of two        (0.24)
+5. a one-digit sum          (0.20)
+6. a difference below 20    (0.14)
+7. count repeated words     (0.07)
+8. a two-digit sum          (0.06)
+9. the next number          (0.03)
 
-Every answer is a whole number. Pure and deterministic: the same seed gives the same pool. The id
-says the level (``L3-017``), so a probe's difficulty scores can be checked against it. Problems are
-shuffled so that the file order does not give the levels away.
+Every answer is a whole number. Pure and deterministic: the same seed gives the same pool. The id names
+the family and its level (``L3-double-017``), so a probe's scores can be checked against it; problems are
+shuffled so that the file order does not give the families away. The held-out pool shares no text with
+the demo pool.
 """
 
 from __future__ import annotations
@@ -19,18 +27,19 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-LEVELS = 5
-DEFAULT_COUNT = 200
+DEFAULT_COUNT = 200  # 22 or 23 per family
 DEFAULT_SEED = 2025
-DEMO_POOL_NAME = "Demo: arithmetic word problems"
-HELD_OUT_POOL_NAME = "Demo: held-out arithmetic problems"
-HELD_OUT_COUNT = 60
+DEMO_POOL_NAME = "Demo: one-step number tasks"
+HELD_OUT_POOL_NAME = "Demo: held-out number tasks"
+HELD_OUT_COUNT = 180  # 20 per family: enough for an evaluation accuracy within about ±7 points
 HELD_OUT_SEED = 7
 
-_NAMES = ["Ava", "Ben", "Chloe", "Diego", "Emma", "Farid", "Grace", "Hiro", "Isla", "Jonah", "Kira", "Liam",
-          "Maya", "Noah", "Olga", "Priya", "Quinn", "Ravi", "Sofia", "Tom"]
-_ITEMS = ["apples", "marbles", "stickers", "pencils", "cards", "shells", "stamps", "cookies", "beads", "books"]
-_ANIMALS = ["ducks", "sheep", "goats", "birds", "rabbits", "cows"]
+# The demo's prompt template, in the embedded model's chat format (ChatML): a terse instruction instead of
+# the default one's "reason briefly, then \boxed{}", which spends the few new tokens on preamble.
+DEMO_TEMPLATE = ("<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n{prompt}\n"
+                 "Answer with the number only.<|im_end|>\n<|im_start|>assistant\n")
+
+_WORDS = ["apple", "bread", "chair", "cloud", "drum", "fish", "grape", "house", "lamp", "moon", "river", "stone"]
 
 
 @dataclass(frozen=True)
@@ -39,103 +48,85 @@ class DemoProblem:
     text: str
     answer: str
     level: int
+    family: str
 
 
-def _level1(r: random.Random) -> tuple[str, int]:
-    a, b = r.randint(2, 20), r.randint(2, 20)
-    if r.random() < 0.5:
-        name, item = r.choice(_NAMES), r.choice(_ITEMS)
-        return f"{name} has {a} {item}. A friend gives {name} {b} more. How many {item} does {name} have now?", a + b
-    animal = r.choice(_ANIMALS)
-    return f"There are {a} {animal} in a field and {b} more join them. How many {animal} are in the field?", a + b
+def _copy(r: random.Random) -> tuple[str, int]:
+    a = r.randint(100, 999)
+    return f"Repeat the number {a}.", a
 
 
-def _level2(r: random.Random) -> tuple[str, int]:
-    name, item = r.choice(_NAMES), r.choice(_ITEMS)
-    if r.random() < 0.5:
-        a = r.randint(20, 99)
-        b = r.randint(3, a - 5)
-        return f"{name} had {a} {item} and gave {b} of them away. How many {item} does {name} have left?", a - b
-    a, b = r.randint(10, 60), r.randint(5, 40)
-    c = r.randint(3, a + b - 2)
-    return (f"A shelf holds {a} {item}. {name} puts {b} more on it, then takes {c} off. "
-            f"How many {item} are on the shelf now?", a + b - c)
+def _smaller(r: random.Random) -> tuple[str, int]:
+    a, b = r.sample(range(1, 100), 2)
+    return f"Which is smaller, {a} or {b}?", min(a, b)
 
 
-def _level3(r: random.Random) -> tuple[str, int]:
-    name, item = r.choice(_NAMES), r.choice(_ITEMS)
-    a, b = r.randint(3, 12), r.randint(3, 12)
-    if r.random() < 0.5:
-        return f"A box holds {a} {item}. How many {item} are there in {b} boxes?", a * b
-    c = r.randint(2, 30)
-    return (f"{name} buys {b} packs of {item} with {a} in each pack. {name} already had {c} {item}. "
-            f"How many {item} does {name} have now?", a * b + c)
+def _double(r: random.Random) -> tuple[str, int]:
+    a = r.randint(2, 30)
+    return (f"What is {a} times 2?" if r.random() < 0.5 else f"What is 2 times {a}?"), 2 * a
 
 
-def _level4(r: random.Random) -> tuple[str, int]:
-    name = r.choice(_NAMES)
-    kind = r.randrange(3)
-    if kind == 0:
-        rate, hours = r.randint(8, 25), r.randint(3, 9)
-        spent = r.randint(5, rate * hours - 1)
-        return (f"{name} earns ${rate} per hour and works {hours} hours. Then {name} spends ${spent} on "
-                f"groceries. How many dollars does {name} have left?", rate * hours - spent)
-    if kind == 1:
-        students, each, given = r.randint(3, 9), r.randint(6, 15), r.randint(1, 5)
-        return (f"{students * each} stickers are shared equally among {students} students. Each student then "
-                f"gives {given} stickers to a younger pupil. How many stickers does each student have now?",
-                each - given)
-    trays, bag = r.randint(3, 9), r.choice([2, 3, 4, 6])
-    per_tray = bag * r.randint(2, 5)
-    return (f"A baker makes {trays} trays of {per_tray} cookies and packs them in bags of {bag}. "
-            f"How many bags does the baker fill?", trays * per_tray // bag)
+def _larger(r: random.Random) -> tuple[str, int]:
+    a, b = r.sample(range(1, 100), 2)
+    return f"Which is larger, {a} or {b}?", max(a, b)
 
 
-def _level5(r: random.Random) -> tuple[str, int]:
-    name = r.choice(_NAMES)
-    kind = r.randrange(3)
-    if kind == 0:
-        rows, trees, apples, crate = r.randint(4, 12), r.randint(5, 15), r.randint(10, 40), r.choice([5, 10, 20, 25])
-        harvest = rows * trees * apples
-        kept = r.randint(1, min(9, harvest // crate - 1)) * crate + harvest % crate
-        return (f"An orchard has {rows} rows of {trees} apple trees, and each tree gives {apples} apples. The "
-                f"farmer keeps {kept} apples and sells the rest in crates of {crate}. How many crates does the "
-                f"farmer sell?", (harvest - kept) // crate)
-    if kind == 1:
-        shirts, shirt_price = r.randint(2, 6), r.randint(12, 35)
-        socks, sock_price = r.randint(2, 8), r.randint(3, 9)
-        cost = shirts * shirt_price + socks * sock_price
-        paid = (cost // 50 + 1) * 50
-        return (f"{name} buys {shirts} shirts at ${shirt_price} each and {socks} pairs of socks at ${sock_price} "
-                f"a pair, and pays with ${paid}. How many dollars of change does {name} get?", paid - cost)
-    inflow, leak = r.randint(9, 30), r.randint(2, 8)
-    net = inflow - leak
-    minutes = r.randint(12, 60)
-    start = r.randint(10, 200)
-    return (f"A tank already holds {start} liters of water. A pipe adds {inflow} liters per minute while a leak "
-            f"loses {leak} liters per minute. How many minutes until the tank holds {start + net * minutes} "
-            f"liters?", minutes)
+def _add_one_digit(r: random.Random) -> tuple[str, int]:
+    a, b = r.randint(1, 9), r.randint(1, 9)
+    return f"What is {a} + {b}?", a + b
 
 
-_GENERATORS: dict[int, Callable[[random.Random], tuple[str, int]]] = {
-    1: _level1, 2: _level2, 3: _level3, 4: _level4, 5: _level5,
+def _subtract(r: random.Random) -> tuple[str, int]:
+    a = r.randint(5, 20)
+    b = r.randint(1, a)
+    return f"What is {a} - {b}?", a - b
+
+
+def _count_words(r: random.Random) -> tuple[str, int]:
+    word, times = r.choice(_WORDS), r.randint(2, 6)
+    return f"How many words are in this list: {' '.join([word] * times)}?", times
+
+
+def _add_two_digit(r: random.Random) -> tuple[str, int]:
+    a, b = r.randint(10, 49), r.randint(1, 9)
+    return f"What is {a} + {b}?", a + b
+
+
+def _next_number(r: random.Random) -> tuple[str, int]:
+    a = r.randint(10, 98)
+    return f"What number comes after {a}?", a + 1
+
+
+FAMILIES: dict[str, Callable[[random.Random], tuple[str, int]]] = {
+    "copy": _copy, "smaller": _smaller, "double": _double, "larger": _larger, "add": _add_one_digit,
+    "subtract": _subtract, "count": _count_words, "add2": _add_two_digit, "next": _next_number,
 }
+LEVELS = len(FAMILIES)
 
 
-def demo_problems(count: int = DEFAULT_COUNT, seed: int = DEFAULT_SEED) -> list[DemoProblem]:
-    """`count` problems, as evenly spread over the five levels as `count` allows, in a seeded order."""
+def demo_problems(count: int = DEFAULT_COUNT, seed: int = DEFAULT_SEED,
+                  exclude: frozenset[str] | set[str] = frozenset()) -> list[DemoProblem]:
+    """`count` problems, as evenly spread over the families as `count` allows, none repeated and none in
+    `exclude`, in a seeded order."""
     rng = random.Random(seed)
     problems: list[DemoProblem] = []
-    for level in range(1, LEVELS + 1):
+    for level, (family, make) in enumerate(FAMILIES.items(), start=1):
         n = count // LEVELS + (1 if level <= count % LEVELS else 0)
-        seen: set[str] = set()
-        index = 0
-        while index < n:
-            text, answer = _GENERATORS[level](rng)
-            if text in seen:
-                continue
+        seen = set(exclude)
+        for index in range(1, n + 1):
+            for _ in range(10_000):  # the smallest family has about 60 distinct texts
+                text, answer = make(rng)
+                if text not in seen:
+                    break
+            else:
+                raise ValueError(f"the demo family {family!r} has too few distinct problems for {n}")
             seen.add(text)
-            index += 1
-            problems.append(DemoProblem(f"L{level}-{index:03d}", text, str(answer), level))
+            problems.append(DemoProblem(f"L{level}-{family}-{index:03d}", text, str(answer), level, family))
     rng.shuffle(problems)
     return problems
+
+
+def held_out_problems() -> list[DemoProblem]:
+    """The held-out pool: other problems of the same families, none of the demo pool's texts."""
+    seen = {p.text for p in demo_problems()}
+    return demo_problems(HELD_OUT_COUNT, HELD_OUT_SEED, exclude=seen)

@@ -383,10 +383,10 @@ def list_presets() -> dict[str, Any]:
 
 
 class DemoCreate(BaseModel):
-    held_out: bool = Field(False, description="Create the 60-problem held-out pool to evaluate training on")
+    held_out: bool = Field(False, description="Create the 180-problem held-out pool to evaluate training on")
 
 
-@router.post("/pools/demo", status_code=201, summary="Create the demo pool: ~200 generated arithmetic word problems")
+@router.post("/pools/demo", status_code=201, summary="Create the demo pool: 200 generated one-step number tasks")
 def create_demo_pool(session: SessionDep, body: DemoCreate | None = None) -> PoolRead:
     return PoolRead.model_validate(service.create_demo_pool(session, held_out=bool(body and body.held_out)))
 

@@ -3,7 +3,9 @@
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+
+from backend.pools.demo import DEMO_POOL_NAME
 
 PromptOrder = Literal["position", "difficulty", "-difficulty"]
 
@@ -19,6 +21,11 @@ class PoolRead(BaseModel):
     source_filename: str | None
     source_format: str | None = Field(description="jsonl, csv, tsv, parquet, json, or generated (the demo pool)")
     created_at: datetime
+
+    @computed_field(description="The generated demo pool: its probe preset and the one-click demo experiment apply")
+    @property
+    def is_demo(self) -> bool:
+        return self.source_format == "generated" and self.name == DEMO_POOL_NAME
 
 
 class ImportReport(BaseModel):

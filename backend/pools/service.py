@@ -34,7 +34,8 @@ from backend.database import get_or_404
 from backend.errors import AppError, not_found
 from backend.jobs.tables import Job, JobStatus
 from backend.pools.demo import DEFAULT_COUNT as DEMO_COUNT
-from backend.pools.demo import DEMO_POOL_NAME, HELD_OUT_COUNT, HELD_OUT_POOL_NAME, HELD_OUT_SEED, demo_problems
+from backend.pools.demo import DEFAULT_SEED as DEMO_SEED
+from backend.pools.demo import DEMO_POOL_NAME, HELD_OUT_POOL_NAME, demo_problems, held_out_problems
 from backend.pools.ingest import (
     EXAMPLES_SHOWN,
     LABEL_FREE_HINT,
@@ -303,17 +304,14 @@ def import_pool(
     return ImportResult(pool, report)
 
 
-def create_demo_pool(session: Session, *, count: int = 200, seed: int | None = None, held_out: bool = False) -> Pool:
-    """The generated demo pool: ~200 arithmetic word problems of graded difficulty, numeric answers.
+def create_demo_pool(session: Session, *, count: int = DEMO_COUNT, seed: int = DEMO_SEED,
+                     held_out: bool = False) -> Pool:
+    """The generated demo pool (backend.pools.demo): 200 one-step number tasks in nine families of graded
+    difficulty, numeric answers.
 
-    ``held_out``: 60 other problems of the same kind (another seed, none shared with the demo pool) to
-    evaluate training runs on."""
-    if held_out:
-        seen = {p.text for p in demo_problems(DEMO_COUNT)}
-        problems = [p for p in demo_problems(HELD_OUT_COUNT + 20, HELD_OUT_SEED) if p.text not in seen]
-        problems = problems[:HELD_OUT_COUNT]
-    else:
-        problems = demo_problems(count) if seed is None else demo_problems(count, seed)
+    ``held_out``: 180 other problems of the same families (none shared with the demo pool) to evaluate
+    training runs on."""
+    problems = held_out_problems() if held_out else demo_problems(count, seed)
     pool = Pool(name=HELD_OUT_POOL_NAME if held_out else DEMO_POOL_NAME, task_type="numeric", has_answers=True,
                 prompt_count=len(problems),
                 source_filename=None, source_format="generated")

@@ -1,4 +1,4 @@
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Query
 
@@ -9,7 +9,7 @@ from backend.jobs.dispatch import commit_and_send
 from backend.params import PathId, QueryId
 from backend.pools.tables import Pool, Prompt
 from backend.probes import service
-from backend.probes.schemas import DifficultyRead, ProbeCreate, ProbeRead, PromptSamples
+from backend.probes.schemas import PROBE_PRESETS, DifficultyRead, ProbeCreate, ProbeRead, PromptSamples
 from backend.probes.score_arrays import load_scores
 from backend.probes.tables import Probe
 from backend.settings import get_settings
@@ -35,21 +35,29 @@ def list_probes(session: SessionDep,
     return [service.probe_read(session, p) for p in service.list_probes(session, pool_id)]
 
 
+@router.get("/probes/presets")
+def probe_presets() -> dict[str, dict[str, Any]]:
+    """The probe presets by name: the fields each sets (fields sent with a preset override it)."""
+    return PROBE_PRESETS
+
+
 @router.get("/probes/{probe_id}")
 def get_probe(probe_id: ProbeId, session: SessionDep) -> ProbeRead:
     return service.probe_read(session, service.get_probe(session, probe_id))
 
 
-@router.get("/probes/{probe_id}/difficulty", responses={409: {"description": "The probe has not finished"}})
+@router.get("/probes/{probe_id}/difficulty", responses={409: {"description": "The probe failed or was cancelled"}})
 def probe_difficulty(probe_id: ProbeId, session: SessionDep,
                      bins: Annotated[int, Query(ge=1, le=200)] = 20) -> DifficultyRead:
+    """The difficulty histogram; while the probe runs, of the prompts whose shards have finished (partial)."""
     probe = service.get_probe(session, probe_id)
-    service.require_finished(session, probe)
-    scores = load_scores(session, probe)
+    finished = service.require_scores(session, probe)
+    scores = load_scores(session, probe, finished=finished)
     metric = "agreement" if probe.label_free else "pass_rate"
     success = 1.0 - scores.difficulty  # pass rate with gold answers, agreement without
     counts = histogram(success, bins)
     return DifficultyRead(probe_id=probe.id, label_free=probe.label_free, metric=metric, histogram=counts,
+                          partial=not finished, prompt_count=probe.prompt_count,
                           summary=summary(success),
                           figure=difficulty_histogram(counts["edges"], counts["counts"], metric))
 

@@ -6,6 +6,7 @@ from pydantic import BaseModel, Field, model_validator
 from backend.curation.grading import GradingPolicy
 from backend.jobs.schemas import JobRead
 from backend.params import INT32_MAX, BodyId
+from backend.pools.demo import DEMO_TEMPLATE
 from backend.pools.tables import Pool
 from backend.settings import DEFAULT_MODEL
 
@@ -13,6 +14,9 @@ from backend.settings import DEFAULT_MODEL
 # the last \boxed{} answer, exactly matched.
 PROBE_PRESETS: dict[str, dict[str, Any]] = {
     "paper": {"k": 10, "temperature": 1.0, "max_new_tokens": 250, "grading_policy": "strict"},
+    # The demo pool on the embedded model (backend.pools.demo): its answers are a few tokens, and at 0.7 the
+    # 135M model's samples are less noisy than at 1.0 while most prompts stay between never and always solved.
+    "demo": {"k": 8, "temperature": 0.7, "max_new_tokens": 16, "template": DEMO_TEMPLATE, "grading_policy": "lenient"},
 }
 
 
@@ -34,9 +38,10 @@ class ProbeCreate(BaseModel):
     grading_policy: GradingPolicy = Field(
         "lenient", description="strict: only the last \\boxed{} answer, matched exactly (the paper); lenient: "
                                "also unboxed final answers. Training rewards and evaluation use the probe's policy.")
-    preset: Literal["paper"] | None = Field(
-        None, description="paper: k = 10, temperature 1.0, 250 new tokens, strict grading; fields given "
-                          "explicitly override it")
+    preset: Literal["paper", "demo"] | None = Field(
+        None, description="paper: k = 10, temperature 1.0, 250 new tokens, strict grading; demo (the demo pool on "
+                          "the embedded model): k = 8, temperature 0.7, 16 new tokens, a terse ChatML template, "
+                          "lenient grading; fields given explicitly override it")
 
     @model_validator(mode="after")
     def _apply_preset(self) -> "ProbeCreate":
@@ -107,6 +112,9 @@ class DifficultyRead(BaseModel):
     probe_id: int
     label_free: bool
     metric: str = Field(description="pass_rate with gold answers, agreement in label-free mode")
+    partial: bool = Field(description="The probe is still running: these are the prompts scored so far "
+                                      "(summary.count of prompt_count)")
+    prompt_count: int
     histogram: dict
     summary: dict
     figure: dict

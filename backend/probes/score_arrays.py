@@ -76,20 +76,27 @@ def _key(session: Session, probe) -> tuple[str, int, str, int]:
     return str(session.get_bind().url), probe.id, str(probe.created_at), probe.scores_revision
 
 
-def load_scores(session: Session, probe) -> ProbeScores:
-    """Scores of a finished probe (the caller checks that it finished)."""
+def load_scores(session: Session, probe, *, finished: bool = True) -> ProbeScores:
+    """Scores of a finished probe (the caller checks that it finished); ``finished=False``: the scores a
+    running probe has so far, read afresh and not cached (each shard that finishes adds some)."""
+    if not finished:
+        return _read(session, probe.id)
     key = _key(session, probe)
     with _LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
             return _CACHE[key]
-    dialect = session.get_bind().dialect.name
-    scores = _read_postgres(session, probe.id) if dialect == "postgresql" else _read_generic(session, probe.id)
+    scores = _read(session, probe.id)
     with _LOCK:
         _CACHE[key] = scores
         while len(_CACHE) > _CACHE_SIZE:
             _CACHE.popitem(last=False)
     return scores
+
+
+def _read(session: Session, probe_id: int) -> ProbeScores:
+    postgres = session.get_bind().dialect.name == "postgresql"
+    return _read_postgres(session, probe_id) if postgres else _read_generic(session, probe_id)
 
 
 def forget_probes(session: Session, probe_ids) -> None:

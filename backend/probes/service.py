@@ -29,13 +29,26 @@ def check_probe_settings(body: ProbeCreate) -> None:
         raise AppError(422, str(exc).rstrip(".") + ".") from exc
 
 
+# A small pool is still cut into several shards, so that the first scores (and a partial histogram) come
+# after about an eighth of the work instead of at the end; below 16 prompts a shard is not worth a task.
+# Sizes are multiples of 8 so that a shard's generation batches stay full.
+PARTIAL_SHARDS = 8
+MIN_SHARD = 16
+
+
+def shard_size_for(prompt_count: int, largest: int) -> int:
+    return min(largest, max(MIN_SHARD, 8 * math.ceil(prompt_count / PARTIAL_SHARDS / 8)))
+
+
 def create_probe(session: Session, body: ProbeCreate, shard_size: int) -> Probe:
-    """Write the probe, its job, its shards and their tasks (status queued); the caller commits and sends."""
+    """Write the probe, its job, its shards (at most ``shard_size`` prompts each, see `shard_size_for`) and
+    their tasks (status queued); the caller commits and sends."""
     check_probe_settings(body)
     model = check_model(body.model)
     pool = get_or_404(session, Pool, body.pool_id)
     if pool.prompt_count == 0:
         raise AppError(409, f"Pool {pool.id} has no prompts to probe; upload a file with prompts first.")
+    shard_size = shard_size_for(pool.prompt_count, shard_size)
     job = create_job(session, "probe", total=pool.prompt_count)
     probe = Probe(pool_id=pool.id, job_id=job.id, model=model, k=body.k, temperature=body.temperature,
                   max_new_tokens=body.max_new_tokens, template=body.template,
@@ -67,6 +80,17 @@ def list_probes(session: Session, pool_id: int | None) -> list[Probe]:
     if pool_id is not None:
         query = query.where(Probe.pool_id == pool_id)
     return list(session.exec(query))
+
+
+def require_scores(session: Session, probe: Probe) -> bool:
+    """True when the probe's scores are final, False while it runs (the shards done so far have theirs);
+    a failed or cancelled probe's partial scores are not used: 409."""
+    job = session.get(Job, probe.job_id)
+    if job.status == "succeeded":
+        return True
+    if job.status in ("failed", "cancelled"):
+        raise AppError(409, f"Probe {probe.id} {job.status}; its partial scores are not used. Start a new probe.")
+    return False
 
 
 def require_finished(session: Session, probe: Probe) -> None:

@@ -89,6 +89,11 @@ def test_three_strategies_train_through_the_worker_and_compare(client, worker, y
 
     experiment = wait_for_experiment(client, experiment["id"])
     assert experiment["status"] == "succeeded", [run["job"] for run in experiment["runs"]]
+    # Same model, prompts and greedy decoding: the first run to evaluate step 0 measures it, the others copy it.
+    copied = {run["id"]: client.get(f"/api/runs/{run['id']}/metrics?keys=eval/base_from_run").json()["series"]
+              .get("eval/base_from_run", {}).get("values") for run in experiment["runs"]}
+    measured = [run_id for run_id, source in copied.items() if source is None]
+    assert len(measured) == 1 and all(source == [measured[0]] for source in copied.values() if source is not None)
     for run in experiment["runs"]:
         assert run["adapter_available"] and run["library_versions"]["trl"] and run["library_versions"]["device"]
         series = client.get(f"/api/runs/{run['id']}/metrics").json()["series"]
@@ -103,6 +108,17 @@ def test_three_strategies_train_through_the_worker_and_compare(client, worker, y
     comparison = client.get(f"/api/experiments/{experiment['id']}/compare").json()
     rows = comparison["table"]
     assert [row["strategy"] for row in rows] == ["hard", "easy", "medium"]
+    for row in rows:  # 95% intervals around each accuracy and gain, and the noise flags they imply
+        assert row["eval_samples"] == 8
+        for value, interval in [(row["base_accuracy"], row["base_accuracy_interval"]),
+                                (row["final_accuracy"], row["final_accuracy_interval"]),
+                                (row["gain"], row["gain_interval"])]:
+            assert interval[0] <= value <= interval[1] and interval[1] - interval[0] > 0.2  # 8 prompts: wide
+        assert row["gain_beyond_noise"] == (row["gain_interval"][0] > 0 or row["gain_interval"][1] < 0)
+        assert row["learnable_share_error"] == pytest.approx(row["measured_learnable_share"]
+                                                             - row["predicted_learnable_share"])
+    best = max(rows, key=lambda row: row["final_accuracy"])
+    assert best["within_noise_of_best"] is True
     assert all(row["n"] == 4 and row["seed"] == 11 and row["settings"]["lora_rank"] == 4 for row in rows)
     assert all(set(row["ood"]) == set(row["ood_base"]) == {f"yes-no ood (#{ood}) pass@2"} for row in rows)
     predicted = [row["predicted_learnable_share"] for row in rows]
@@ -205,3 +221,32 @@ def test_unfinished_probe_and_pool_without_answers_are_409(client):
         assert response.status_code == 409 and words in response.json()["detail"], response.text
     assert count_rows() == before
 
+
+
+def test_the_demo_experiment_is_one_request_on_a_probe_of_the_demo_pool(client):
+    from backend.experiments.service import DEMO_COUNT, DEMO_STRATEGIES
+    from backend.pools.demo import HELD_OUT_POOL_NAME
+    from backend.runs.settings import PRESETS
+    from tests.pools.test_browse import add_probe
+
+    other = make_probed_pool(10, seed=5)
+    before = count_rows()
+    refused = client.post("/api/experiments/demo", json={"probe_id": other.probe_id})
+    assert refused.status_code == 422 and "not of the demo pool" in refused.json()["detail"]
+    assert count_rows() == before
+    demo = client.post("/api/pools/demo").json()
+    assert demo["is_demo"] and not client.get(f"/api/pools/{other.pool_id}").json()["is_demo"]
+    probe_id = add_probe(demo["id"], "succeeded", {i: (i % 9) / 8 for i in range(200)})
+
+    created = client.post("/api/experiments/demo", json={"probe_id": probe_id})
+    assert created.status_code == 201, created.text
+    experiment = created.json()
+    assert experiment["strategies"] == DEMO_STRATEGIES == ["hard", "easy", "random", "learnable"]
+    assert experiment["n"] == DEMO_COUNT and [run["strategy"] for run in experiment["runs"]] == DEMO_STRATEGIES
+    settings = experiment["settings"]
+    assert {key: settings[key] for key in PRESETS["demo_cpu"]} == PRESETS["demo_cpu"]
+    held_out = client.get(f"/api/pools/{settings['eval_pool_id']}").json()  # created for it
+    assert (held_out["name"], held_out["prompt_count"], held_out["is_demo"]) == (HELD_OUT_POOL_NAME, 180, False)
+    assert settings["eval_samples"] == 180
+    again = client.post("/api/experiments/demo", json={"probe_id": probe_id}).json()
+    assert again["settings"]["eval_pool_id"] == held_out["id"]  # the held-out pool is reused

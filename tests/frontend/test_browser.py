@@ -63,6 +63,11 @@ def test_probe_plan_freeze_export(page: Page, server: str, worker, tmp_path: Pat
     expect(page.locator("#pool-name")).to_have_text(pool["name"])
     expect(page.locator("#prompt-table tbody tr").first).to_be_visible()  # unscored prompts before any probe
 
+    # The demo pool's probe preset fills the form: short answers, a terse template, temperature 0.7
+    expect(page.locator("#probe-preset")).to_have_value("demo")
+    expect(page.locator("#probe-template")).to_have_value(re.compile("Answer with the number only"))
+    expect(page.locator("#probe-temperature")).to_have_value("0.7")
+
     # Probe with the tiny random model
     page.select_option("#probe-model", TINY_MODEL)
     page.fill("#probe-k", "4")
@@ -71,6 +76,8 @@ def test_probe_plan_freeze_export(page: Page, server: str, worker, tmp_path: Pat
         page.click("#probe-submit")
     assert started.value.status == 202, started.value.text()
     probe = started.value.json()
+    assert (probe["k"], probe["max_new_tokens"], probe["temperature"]) == (4, 16, 0.7)
+    assert "Answer with the number only" in probe["template"]
     expect(page.locator("#job-progress")).to_be_visible()
     expect(page.locator("#job-state")).to_have_attribute("data-status", "succeeded", timeout=PROBE_TIMEOUT_MS)
     expect(page.locator("#job-progress-text")).to_contain_text(f"{pool['prompt_count']} / {pool['prompt_count']}")
@@ -108,6 +115,7 @@ def test_probe_plan_freeze_export(page: Page, server: str, worker, tmp_path: Pat
     # Budget planner
     page.click("#plan-link")
     page.wait_for_url(f"**/#/planner/{probe['id']}")
+    expect(page.locator("#launch-demo-experiment")).to_be_visible()  # the demo pool's one-click experiment
     page.select_option("#planner-strategy", "hard")
     page.select_option("#budget-kind", "count")
     def preview_of_five(response) -> bool:  # not an earlier, still in-flight preview of the default budget
@@ -219,4 +227,42 @@ def test_untrusted_text_in_the_drilldown(page: Page, server: str, worker) -> Non
     page.locator("#prompt-table tbody tr", has_text="3+3").click()
     expect(page.locator("#drilldown-prompt")).to_have_text("<script>window.pwned = 1</script> and 3+3?")
     assert_no_injected_markup(page)
+    assert page.problems == []
+
+
+def test_a_running_probe_shows_its_partial_histogram(page: Page, server: str) -> None:
+    """While a probe runs, the pool page draws the histogram of the shards done so far and says it is partial."""
+    from sqlalchemy import delete, update
+
+    from backend.database import session_scope
+    from backend.jobs.service import transition
+    from backend.jobs.tables import Job, JobStatus
+    from backend.probes.tables import PromptScore
+    from tests.subsets.conftest import K, make_probed_pool
+
+    running = make_probed_pool(40, finished=False)
+    with session_scope() as session:  # the first shard's 16 prompts are scored, the job runs on
+        session.execute(delete(PromptScore).where(PromptScore.probe_id == running.probe_id,
+                                                  PromptScore.prompt_id.in_(running.prompt_ids[16:])))
+        transition(session, session.get(Job, running.job_id), JobStatus.running, "test")
+        session.execute(update(Job).where(Job.id == running.job_id).values(progress_done=16))
+    sign_in(page, server)
+    page.goto(f"{server}/#/pools/{running.pool_id}")
+    expect(page.locator("#job-state")).to_have_attribute("data-status", "running")
+    expect(page.locator("#difficulty-card")).to_have_attribute("data-partial", "true")
+    expect(page.locator("#difficulty-histogram svg.main-svg").first).to_be_visible()
+    expect(page.locator("#summary-count")).to_have_text("16")
+    expect(page.locator("#difficulty-card")).to_contain_text("Partial: 16 of 40 prompts scored so far")
+    expect(page.locator("#plan-link")).to_be_hidden()  # planning waits for the whole probe
+
+    with session_scope() as session:  # the other shards finish, and with them the probe
+        session.add_all(PromptScore(probe_id=running.probe_id, prompt_id=prompt_id, k=K, correct_count=correct,
+                                    pass_rate=correct / K, agreement=max(correct, K - correct) / K,
+                                    base_wrong=False, difficulty=1 - correct / K)
+                        for prompt_id, correct in zip(running.prompt_ids[16:], running.correct[16:], strict=True))
+        session.execute(update(Job).where(Job.id == running.job_id).values(progress_done=40))
+        transition(session, session.get(Job, running.job_id), JobStatus.succeeded, "test")
+    expect(page.locator("#difficulty-card")).to_have_attribute("data-partial", "false")
+    expect(page.locator("#summary-count")).to_have_text("40")
+    expect(page.locator("#plan-link")).to_be_visible()
     assert page.problems == []

@@ -1,9 +1,11 @@
 """The demo pool, listing, getting, deleting, and prompt pages with scores and difficulty order."""
 
+import re
+
 import pytest
 from sqlalchemy import text
 
-from backend.pools.demo import demo_problems
+from backend.pools.demo import FAMILIES, demo_problems, held_out_problems
 
 
 @pytest.fixture
@@ -48,20 +50,26 @@ def test_demo_pool(client, demo_pool):
     assert [(p["external_id"], p["text"], p["answer"]) for p in page["items"]] == \
         [(e.external_id, e.text, e.answer) for e in expected]
     assert all(p["gold"] == p["answer"] for p in page["items"])
-    levels = {p["external_id"][:2] for p in page["items"]}
-    assert levels == {"L1", "L2", "L3", "L4", "L5"}
+    families = {p["external_id"].split("-")[1] for p in page["items"]}
+    assert families == set(FAMILIES)
 
 
-def test_demo_problems_are_deterministic_and_graded():
+def test_demo_problems_are_deterministic_spread_over_families_and_held_out_apart():
     first, again = demo_problems(), demo_problems()
     assert first == again and len(first) == 200
     assert demo_problems(seed=1) != first
-    by_level = {level: [p for p in first if p.level == level] for level in range(1, 6)}
-    assert all(len(problems) == 40 for problems in by_level.values())
-    # Harder levels use more operations and bigger numbers.
-    mean_answer = {level: sum(int(p.answer) for p in ps) / len(ps) for level, ps in by_level.items()}
-    assert mean_answer[1] < mean_answer[3] and all(int(p.answer) > 0 for p in first)
+    by_family = {name: [p for p in first if p.family == name] for name in FAMILIES}
+    assert sorted(len(problems) for problems in by_family.values()) == [22] * 7 + [23] * 2
+    assert len({p.text for p in first}) == 200 and all(int(p.answer) >= 0 for p in first)
+    # Answers are right: spot-check one family per kind of question.
+    for p in by_family["copy"] + by_family["add"] + by_family["next"]:
+        numbers = [int(n) for n in re.findall(r"\d+", p.text)]
+        assert int(p.answer) == {"copy": numbers[0], "add": sum(numbers), "next": numbers[0] + 1}[p.family]
+    held_out = held_out_problems()
+    assert len(held_out) == 180 and not {p.text for p in held_out} & {p.text for p in first}
     assert len(demo_problems(count=7)) == 7
+    with pytest.raises(ValueError, match="too few distinct"):
+        demo_problems(count=9 * 200)  # counting words has about 60 distinct problems
 
 
 def test_list_get_and_delete(client, demo_pool, stored):

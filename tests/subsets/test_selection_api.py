@@ -163,3 +163,27 @@ def test_label_free_subset_reads_as_agreement_with_no_forecast(client, service_e
     assert client.get(f"/api/subsets/{subset['id']}").json() == subset
     listed = client.get(f"/api/subsets?probe_id={label_free.probe_id}").json()
     assert listed == [subset]
+
+
+def test_difficulty_of_a_running_probe_is_partial_and_of_a_failed_one_409(client, service_env):
+    from sqlalchemy import delete
+
+    from backend.database import session_scope
+    from backend.jobs.service import transition
+    from backend.jobs.tables import Job, JobStatus
+    from backend.probes.tables import PromptScore
+
+    running = make_probed_pool(finished=False)
+    with session_scope() as session:  # as if only the first shard had finished
+        session.execute(delete(PromptScore).where(PromptScore.probe_id == running.probe_id,
+                                                  PromptScore.prompt_id.in_(running.prompt_ids[15:])))
+        transition(session, session.get(Job, running.job_id), JobStatus.running, "test")
+    partial = client.get(f"/api/probes/{running.probe_id}/difficulty").json()
+    assert partial["partial"] is True and partial["prompt_count"] == 40
+    assert partial["summary"]["count"] == 15 == sum(partial["histogram"]["counts"])
+    with session_scope() as session:
+        transition(session, session.get(Job, running.job_id), JobStatus.failed, "test")
+    response = client.get(f"/api/probes/{running.probe_id}/difficulty")
+    assert response.status_code == 409 and "partial scores are not used" in response.json()["detail"]
+    finished = client.get(f"/api/probes/{make_probed_pool().probe_id}/difficulty").json()
+    assert finished["partial"] is False and finished["summary"]["count"] == 40

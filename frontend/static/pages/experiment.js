@@ -102,7 +102,8 @@ export async function renderExperiment(ctx, experimentId) {
     return h("div", { class: "table-scroll" }, h("table", { class: "table", id: "compare-table", "data-testid": "compare-table" },
       h("thead", null, h("tr", null,
         h("th", null, "Strategy"), h("th", { class: "num" }, "N"), h("th", { class: "num" }, "Base acc"),
-        h("th", { class: "num" }, "Final acc"), h("th", { class: "num" }, "Gain"),
+        h("th", { class: "num", title: "Held-out accuracy with its 95% Wilson interval" }, "Final acc"),
+        h("th", { class: "num", title: "Final minus base accuracy, with a conservative 95% interval (Newcombe); “within noise” when it contains 0" }, "Gain"),
         h("th", { class: "num", title: "Share of training steps with mixed rewards in some group" }, "Learnable %"),
         h("th", { class: "num", title: "Forecast from the probe before training, with its 95% interval; none for label-free "
           + "subsets, no interval for subsets frozen before it was recorded" }, "Predicted learnable share (step 0)"),
@@ -112,13 +113,17 @@ export async function renderExperiment(ctx, experimentId) {
       h("tbody", null, rows.map((row) => [h("tr", { "data-run-id": row.run_id, "data-strategy": row.strategy },
         h("td", { class: "nowrap" }, h("a", { href: `#/runs/${row.run_id}`, class: "strong" }, row.strategy), " ", statusBadge(row.status)),
         h("td", { class: "num" }, fmt.int(row.n)),
-        h("td", { class: "num" }, fmt.pct(row.base_accuracy)),
-        h("td", { class: "num" }, fmt.pct(row.final_accuracy)),
-        h("td", { class: `num nowrap ${gainClass(row.gain)}`.trim() }, gainText(row.gain)),
+        h("td", { class: "num", "data-col": "base-accuracy" }, withInterval(fmt.pct(row.base_accuracy), row.base_accuracy_interval, pctRange)),
+        h("td", { class: "num", "data-col": "final-accuracy" }, withInterval(fmt.pct(row.final_accuracy), row.final_accuracy_interval, pctRange),
+          row.within_noise_of_best === false ? h("div", { class: "muted small", title: "The 95% interval of its difference from the best final accuracy excludes 0" }, "below the best") : null),
+        h("td", { class: `num nowrap ${gainClass(row.gain)}`.trim(), "data-col": "gain" }, withInterval(gainText(row.gain), row.gain_interval, gainRange),
+          row.gain_beyond_noise === false ? h("div", { class: "muted small noise-flag", title: "The gain's 95% interval contains 0" }, "within noise") : null),
         h("td", { class: "num" }, row.learnable_pct == null ? "–" : `${fmt.num(row.learnable_pct, 0)}%`),
         h("td", { class: "num", "data-col": "predicted-share" },
           forecastShare(row.predicted_learnable_share, row.predicted_learnable_share_low, row.predicted_learnable_share_high)),
-        h("td", { class: "num", "data-col": "measured-share" }, fmt.pct(row.measured_learnable_share)),
+        h("td", { class: "num", "data-col": "measured-share" }, fmt.pct(row.measured_learnable_share),
+          row.learnable_share_error == null ? null : h("div", { class: "muted small", title: "Measured minus predicted" },
+            `${row.learnable_share_error >= 0 ? "+" : "−"}${Math.abs(row.learnable_share_error * 100).toFixed(1)} pts vs forecast`)),
         h("td", { class: "small" }, oodText(row.ood, row.ood_base)),
         h("td", null, reproduceToggle(row))), reproduceRow(row)]))));
   }
@@ -194,8 +199,18 @@ function fitText(fit) {
     return fit.n_points >= 2 ? `R² undefined (${fit.n_points} runs; the gains or learnable % do not vary yet)`
       : "R² needs at least two finished runs with an evaluation pool.";
   }
-  return `R² = ${fmt.num(fit.r2)} · slope ${fmt.num(fit.slope * 100, 2)} accuracy points per learnable % · ${fit.n_points} runs`;
+  const r2 = fit.r2_interval ? ` (95% bootstrap ${fmt.num(fit.r2_interval[0])}–${fmt.num(fit.r2_interval[1])})` : "";
+  return `R² = ${fmt.num(fit.r2)}${r2} · slope ${fmt.num(fit.slope * 100, 2)} accuracy points per learnable % · ${fit.n_points} runs`;
 }
+
+// A value with its 95% interval under it, when there is one.
+function withInterval(text, interval, range) {
+  if (!interval) return text;
+  return h("span", null, text, h("div", { class: "muted small interval" }, range(interval)));
+}
+
+const pctRange = ([low, high]) => `${(low * 100).toFixed(1)}–${(high * 100).toFixed(1)}%`;
+const gainRange = ([low, high]) => `${gainText(low)} to ${gainText(high)}`;
 
 // Gains are accuracy differences (fractions): shown as signed percentage points.
 function gainText(gain) {

@@ -140,6 +140,28 @@ export async function renderPlanner(ctx, probeId) {
     h("div", { class: "row" }, launchButton)),
   experimentList);
 
+  // The demo pool's one-click experiment (POST /api/experiments/demo): shown once the pool is known to be it.
+  const demoButton = h("button", { type: "button", id: "launch-demo-experiment", "data-testid": "launch-demo-experiment", class: "btn btn-primary" },
+    "Run the demo experiment");
+  const demoCard = card("Demo experiment", {
+    id: "demo-experiment-card",
+    subtitle: "hard, easy, random and learnable at the same N = 30, trained with the demo_cpu preset and evaluated on the "
+      + "held-out demo pool (created if missing): about 15 minutes on two CPU cores.",
+  }, h("div", { class: "row" }, demoButton));
+  demoCard.hidden = true;
+  demoButton.addEventListener("click", async () => {
+    demoButton.disabled = true;
+    try {
+      const experiment = await api("/api/experiments/demo", { method: "POST", json: { probe_id: Number(probeId) } });
+      notify(`Demo experiment #${experiment.id} launched with ${experiment.runs.length} runs.`);
+      location.hash = `#/experiments/${experiment.id}`;
+    } catch (err) {
+      reportError(err);
+    } finally {
+      demoButton.disabled = false;
+    }
+  });
+
   const head = h("div", { class: "page-head" },
     h("p", { class: "crumbs" }, h("a", { href: "#/pools" }, "Pools"), " / ",
       h("a", { href: "#/pools", id: "crumb-pool" }, "pool"), " / ", h("span", null, `planner`)),
@@ -162,6 +184,7 @@ export async function renderPlanner(ctx, probeId) {
         trustCard,
         card("Strategies at this budget", { subtitle: "Same N for every strategy. Click a row to switch to it." }, comparison),
         card("Picked prompts", { id: "picked-card" }, picked))),
+    demoCard,
     launchCard,
     card("Frozen subsets of this probe", { id: "subsets-card" }, subsetList));
 
@@ -448,6 +471,7 @@ export async function renderPlanner(ctx, probeId) {
       crumb.href = `#/pools/${state.pool.id}`;
       ctx.setNav({ pool: { id: state.pool.id, name: state.pool.name } });
       document.getElementById("planner-facts").append(fact("Pool", `${state.pool.name} · ${fmt.int(state.pool.prompt_count)} prompts`));
+      demoCard.hidden = !state.pool.is_demo;
       if (state.pool.prompt_count) {
         DEFAULTS.count = String(Math.max(1, Math.round(state.pool.prompt_count * 0.1)));
         if (kind.value === "count" && !touched) value.value = DEFAULTS.count;

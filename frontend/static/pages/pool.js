@@ -48,8 +48,12 @@ export async function renderPool(ctx, poolId) {
   const modelSelect = h("select", { id: "probe-model", name: "model", required: true }, h("option", { value: "" }, "Loading models…"));
   const modelHint = h("span", { class: "field-hint", id: "probe-model-hint" });
   const submitButton = h("button", { type: "submit", id: "probe-submit", "data-testid": "probe-submit", class: "btn btn-primary" }, "Start probe");
+  const presetSelect = h("select", { id: "probe-preset", "data-testid": "probe-preset" }, h("option", { value: "" }, "none: the fields below"));
+  const presetHint = h("span", { class: "field-hint", id: "probe-preset-hint" });
   const probeForm = h("form", { id: "probe-form", "data-testid": "probe-form", class: "stack" },
-    h("label", { class: "field" }, h("span", { class: "field-label" }, "Model"), modelSelect, modelHint),
+    h("div", { class: "grid grid-2" },
+      h("label", { class: "field" }, h("span", { class: "field-label" }, "Model"), modelSelect, modelHint),
+      h("label", { class: "field" }, h("span", { class: "field-label" }, "Preset"), presetSelect, presetHint)),
     h("div", { class: "grid grid-4" },
       field("Samples k", h("input", { type: "number", id: "probe-k", name: "k", value: "8", min: "1", max: "64", step: "1", required: true })),
       field("Temperature", h("input", { type: "number", id: "probe-temperature", name: "temperature", value: "1.0", min: "0", max: "2", step: "0.05", required: true })),
@@ -141,6 +145,39 @@ export async function renderPool(ctx, poolId) {
     banner.hidden = Boolean(pool.has_answers);
   }
 
+  // ---------- presets: a preset fills the fields, which stay editable ----------
+  const PRESET_HINTS = {
+    demo: "For the demo pool on the embedded model: short answers, a terse template, temperature 0.7",
+    paper: "Hard Examples Are All You Need: k = 10, T = 1.0, 250 tokens, strict \\boxed{} grading",
+  };
+  async function loadPresets() {
+    try {
+      state.presets = await api("/api/probes/presets");
+      replace(presetSelect, h("option", { value: "" }, "none: the fields below"),
+        Object.keys(state.presets).map((name) => h("option", { value: name }, name)));
+      // The generated demo pool probes best with the demo preset.
+      if (state.pool && state.pool.is_demo && state.presets.demo && !presetSelect.value) {
+        presetSelect.value = "demo";
+        applyPreset("demo", edited);  // the presets may arrive after the user began to fill the form
+      }
+    } catch (err) {
+      reportError(err);
+    }
+  }
+  const edited = new Set();  // ids of the fields the user changed by hand
+  probeForm.addEventListener("input", (event) => { if (event.target !== presetSelect) edited.add(event.target.id); });
+  function applyPreset(name, keep = new Set()) {
+    const preset = (state.presets || {})[name];
+    presetHint.textContent = PRESET_HINTS[name] || "";
+    if (!preset) return;
+    const fields = { k: "probe-k", temperature: "probe-temperature", max_new_tokens: "probe-max-new-tokens",
+      template: "probe-template", grading_policy: "probe-grading-policy" };
+    for (const [key, id] of Object.entries(fields)) {
+      if (key in preset && !keep.has(id)) probeForm.querySelector(`#${id}`).value = preset[key] ?? "";
+    }
+  }
+  presetSelect.addEventListener("change", () => applyPreset(presetSelect.value));
+
   // ---------- models ----------
   async function loadModels() {
     try {
@@ -187,6 +224,7 @@ export async function renderPool(ctx, poolId) {
   async function selectProbe(probe) {
     stopPolling();
     state.probe = probe;
+    state.partialDone = null;
     state.job = probe ? probe.job || null : null;
     if (probe) probeSelect.value = String(probe.id);
     if (!probe) {
@@ -210,6 +248,11 @@ export async function renderPool(ctx, poolId) {
       if (option) option.textContent = probeLabel(probe);
       if (ACTIVE.has(job.status)) {
         if (first) showScores(null);
+        // Each finished shard adds its prompts' scores: redraw the partial histogram when progress moves.
+        if (job.progress_done && job.progress_done !== state.partialDone) {
+          state.partialDone = job.progress_done;
+          loadDifficulty(probe, true);
+        }
         state.pollTimer = setTimeout(() => pollJob(), 1000);
       } else if (job.status === "succeeded") {
         if (state.scoredProbeId !== probe.id) showScores(probe);
@@ -349,25 +392,27 @@ export async function renderPool(ctx, poolId) {
     loadPrompts();
   }
 
-  async function loadDifficulty(probe) {
+  async function loadDifficulty(probe, partial = false) {
     try {
       const result = await api(`/api/probes/${probe.id}/difficulty?bins=20`);
-      if (!ctx.alive || state.scoredProbeId !== probe.id) return;
+      if (!ctx.alive || (partial ? state.probe !== probe || state.scoredProbeId === probe.id : state.scoredProbeId !== probe.id)) return;
       difficultyCard.hidden = false;
       const s = result.summary || {};
       const labelFree = result.label_free || result.metric === "agreement";
       const name = labelFree ? "agreement" : "pass rate";
       const sym = labelFree ? "a" : "p";
-      difficultySubtitle.textContent = labelFree
+      difficultySubtitle.textContent = (labelFree
         ? "How often the model's k answers to each prompt agree (label-free: agreement, not whether they are right)."
-        : "How often the model solves each prompt across its k samples.";
+        : "How often the model solves each prompt across its k samples.")
+        + (result.partial ? ` Partial: ${fmt.int(s.count)} of ${fmt.int(result.prompt_count)} prompts scored so far; the probe is still running.` : "");
+      difficultyCard.dataset.partial = result.partial ? "true" : "false";
       replace(summary,
         stat(`mean ${name}`, fmt.num(s.mean), { id: "summary-mean", big: true }),
         stat(`${sym} = 0 ${labelFree ? "" : "(never solved)"}`.trim(), fmt.pct(s.share_at_0), { id: "summary-at-0" }),
         stat(`${sym} = 1 ${labelFree ? "(unanimous)" : "(always solved)"}`, fmt.pct(s.share_at_1), { id: "summary-at-1" }),
         stat("prompts scored", fmt.int(s.count), { id: "summary-count" }));
       renderFigure(histogram, result.figure);
-      trust.load(probe);
+      if (!result.partial) trust.load(probe);
     } catch (err) {
       reportError(err);
     }
@@ -649,7 +694,7 @@ export async function renderPool(ctx, poolId) {
   renderFacts(state.pool);
   ctx.setNav({ pool: { id: state.pool.id, name: state.pool.name } });
   replace(importBox, importLabels(ctx, poolId, { onImported: () => afterLabelsChanged() }));
-  await Promise.all([loadModels(), loadProbes(), loadLabels()]);
+  await Promise.all([loadModels(), loadPresets(), loadProbes(), loadLabels()]);
 }
 
 function fact(label, value) {

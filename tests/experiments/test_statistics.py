@@ -1,0 +1,26 @@
+import pytest
+
+from backend.experiments.statistics import accuracy_interval, bootstrap_fit, difference_interval, excludes_zero
+
+
+def test_accuracy_interval_is_wilsons():
+    low, high = accuracy_interval(0.5, 100)
+    assert (round(low, 4), round(high, 4)) == (0.4038, 0.5962)
+    assert accuracy_interval(0.0, 30)[0] == 0.0 and accuracy_interval(0.0, 30)[1] > 0.1  # not collapsed at 0
+
+
+def test_difference_interval_matches_newcombes_worked_example():
+    # Newcombe (1998), Statistics in Medicine 17:873, example (a): 56/70 vs 48/80, method 10: 0.0524 to 0.3339.
+    low, high = difference_interval(48 / 80, 80, 56 / 70, 70)
+    assert (round(low, 4), round(high, 4)) == (0.0524, 0.3339)
+    assert excludes_zero((low, high))
+    assert not excludes_zero(difference_interval(0.30, 60, 0.35, 60))
+
+
+def test_bootstrap_fit_intervals():
+    xs = [10.0, 20.0, 30.0, 40.0, 50.0, 60.0]
+    exact = bootstrap_fit(xs, [0.01 * x for x in xs])
+    assert exact["r2"] == pytest.approx((1.0, 1.0)) and exact["slope"] == pytest.approx((0.01, 0.01))
+    noisy = bootstrap_fit(xs, [0.3, 0.1, 0.5, 0.2, 0.6, 0.1])
+    assert noisy["r2"][0] < 0.2 < noisy["r2"][1] and noisy["slope"][0] < 0 < noisy["slope"][1]
+    assert bootstrap_fit([1.0, 2.0], [0.1, 0.2]) == {"r2": None, "slope": None}
