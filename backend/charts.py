@@ -45,11 +45,23 @@ def selection_histogram(edges: list[float], counts_all: list[int], counts_picked
 
 
 def line_chart(title: str, y_title: str, lines: list[tuple[str, list[int], list[float]]], *,
-               y_range: list[float] | None = None) -> dict:
-    """One line per (name, steps, values); the x axis is the training step."""
+               y_range: list[float] | None = None,
+               intervals: dict[str, list[tuple[float, float]]] | None = None) -> dict:
+    """One line per (name, steps, values); the x axis is the training step. ``intervals``: per line name, a
+    (low, high) per point, drawn as error bars."""
     yaxis = {"title": {"text": y_title}, **({"range": y_range} if y_range else {})}
+
+    def bars(name: str, values: list[float]) -> dict:
+        bounds = (intervals or {}).get(name)
+        if not bounds or len(bounds) != len(values):
+            return {}
+        return {"error_y": {"type": "data", "symmetric": False, "thickness": 1, "width": 3,
+                            "array": [high - v for v, (_, high) in zip(values, bounds, strict=True)],
+                            "arrayminus": [v - low for v, (low, _) in zip(values, bounds, strict=True)]}}
+
     return {
-        "data": [{"type": "scatter", "mode": "lines+markers", "name": name, "x": steps, "y": values}
+        "data": [{"type": "scatter", "mode": "lines+markers", "name": name, "x": steps, "y": values,
+                  **bars(name, values)}
                  for name, steps, values in lines if steps],
         "layout": {**_LAYOUT, "title": {"text": title}, "xaxis": {"title": {"text": "step"}}, "yaxis": yaxis,
                    "legend": {"orientation": "h", "y": -0.25}},

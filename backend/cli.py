@@ -313,7 +313,8 @@ def _selection_body(probe_id, strategy, count, fraction, money, cost_per_prompt,
 
 
 _BUDGET_OPTIONS = dict(
-    strategy=typer.Option("hard", help="hard, easy, medium, random, base_wrong, band or learnable."),
+    strategy=typer.Option("hard", help="hard, easy, medium, random, base_wrong, base_right, band, learnable or all "
+                                       "(the whole pool, whatever the budget)."),
     count=typer.Option(None, help="Budget as a number of prompts."),
     fraction=typer.Option(None, help="Budget as a fraction of the pool."),
     money=typer.Option(None, help="Budget as money (with --cost-per-prompt)."),
@@ -674,18 +675,25 @@ def experiment(
     money: float | None = _BUDGET_OPTIONS["money"],
     cost_per_prompt: float | None = _BUDGET_OPTIONS["cost_per_prompt"],
     name: str | None = typer.Option(None),
+    seeds: str | None = typer.Option(None, help="Comma-separated seeds: each strategy runs once per seed, and the "
+                                                "comparison shows means with 95% intervals."),
     preset: str = _TRAINING_OPTIONS["preset"],
     set_: list[str] = _TRAINING_OPTIONS["set_"],
     local: bool = _TRAINING_OPTIONS["local"],
     allow_other_model: bool = _TRAINING_OPTIONS["allow_other_model"],
 ) -> None:
-    """One subset and one GRPO run per strategy at the same budget; waits for them, then prints the comparison."""
+    """One subset and one GRPO run per strategy (and seed) at the same budget; waits for them, then prints the
+    comparison."""
     from backend.experiments.schemas import ExperimentCreate
     from backend.experiments.service import create_experiment
 
     _prepare()
     budget = _selection_body(probe_id, "hard", count, fraction, money, cost_per_prompt, 8, 0.1, 0.9, 0)["budget"]
-    body = ExperimentCreate(probe_id=probe_id, budget=budget, name=name, preset=preset,
+    try:
+        seed_list = [int(seed) for seed in seeds.split(",") if seed.strip()] if seeds else None
+    except ValueError:
+        _fail(f"--seeds {seeds!r}: write whole numbers separated by commas, for example --seeds 0,1,2.")
+    body = ExperimentCreate(probe_id=probe_id, budget=budget, name=name, preset=preset, seeds=seed_list,
                             strategies=[s.strip() for s in strategies.split(",") if s.strip()],
                             settings=_settings_overrides(set_), allow_other_model=allow_other_model)
     with _session() as session:
@@ -736,6 +744,11 @@ def format_comparison(result) -> str:
     if fit.r2_interval:
         out[-1] += f" (95% bootstrap interval {fit.r2_interval[0]:.3f} to {fit.r2_interval[1]:.3f})"
     out.append("* gain beyond noise (its 95% interval excludes 0); < final accuracy below the best run's beyond noise")
+    for summary in result.strategies:
+        if summary.runs > 1:
+            final = interval(summary.final_accuracy, summary.final_accuracy_interval)
+            out.append(f"{summary.strategy}: over {summary.runs} seeds, final {final}, gain "
+                       f"{interval(summary.gain, summary.gain_interval, '+.3f')} (mean [95% t interval])")
     return "\n".join(out)
 
 

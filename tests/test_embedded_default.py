@@ -72,7 +72,7 @@ def test_serve_on_sqlite_runs_the_whole_flow(tmp_path):
 
         # Training on the embedded default: an experiment from the demo pool, evaluated on the held-out demo.
         held_out = client.post("/api/pools/demo", json={"held_out": True}).json()
-        assert held_out["prompt_count"] == 60 and held_out["name"].startswith("Demo: held-out")
+        assert held_out["prompt_count"] == 180 and held_out["name"].startswith("Demo: held-out")
         settings = {"model": "tiny-random-SmolLM2", "lora_rank": 4, "num_generations": 2, "batch_size": 2,
                     "max_completion_length": 8, "max_steps": 2, "eval_pool_id": held_out["id"], "eval_every": 1,
                     "eval_samples": 4, "ood_pool_ids": [held_out["id"]], "ood_k": 2, "ood_samples": 2}

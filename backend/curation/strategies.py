@@ -5,7 +5,9 @@ selection is reproducible from (difficulty, base_wrong, strategy, N, seed):
 
 - ranking strategies (hard, easy, medium, learnable) take a stable sort of a key *in shuffled
   order*, so equal keys keep their shuffled order;
-- sampling strategies (random, base_wrong, band) take the first N eligible prompts of the shuffle.
+- sampling strategies (random, base_wrong, base_right, band) take the first N eligible prompts of the
+  shuffle; base_right (the model's first answer is right) is the paper's size-matched contrast to base_wrong;
+- ``all`` takes every probed prompt whatever N is: the full-data baseline the papers compare against.
 
 Keys are compared after rounding to 12 decimals, so float noise (1 - 0.7 vs 0.3) never outranks
 the seed. Prompts whose difficulty is NaN (not probed) are never picked.
@@ -29,7 +31,8 @@ import numpy as np
 
 from backend.curation.posterior import BetaPrior, PassCounts, fit_prior, learnable_chance_posterior
 
-STRATEGIES = ("hard", "easy", "medium", "random", "base_wrong", "band", "learnable")
+STRATEGIES = ("hard", "easy", "medium", "random", "base_wrong", "base_right", "band", "learnable", "all")
+WHOLE_POOL = "all"  # ignores the budget's N
 DEFAULT_GROUP_SIZE = 8
 DEFAULT_BAND = (0.1, 0.9)
 
@@ -247,7 +250,8 @@ class Selector:
     ) -> np.ndarray:
         """Indices (int64, into the input arrays) of up to ``n`` prompts, most preferred first.
 
-        base_wrong and band return fewer than ``n`` when fewer prompts qualify. The group size
+        base_wrong, base_right and band return fewer than ``n`` when fewer prompts qualify; all returns every
+        probed prompt, in shuffled order, whatever ``n`` is. The group size
         changes only ``learnable`` with counts (the posterior chance depends on G); with exact
         pass rates it ranks by distance of p from 1/2, the same order for every G >= 2.
         Picks are memoised (read-only arrays). Label-free: band and learnable raise StrategyError.
@@ -255,7 +259,7 @@ class Selector:
         _check_strategy(strategy)
         group_size = check_group_size(group_size)
         lo, hi = _check_band(band)
-        n = min(_check_count(n), self.eligible)
+        n = self.eligible if strategy == WHOLE_POOL else min(_check_count(n), self.eligible)
         if strategy not in self.strategies:
             raise StrategyError(label_free_refusal(strategy))
         memo_key = (strategy, n, (lo, hi) if strategy == "band" else None,
@@ -282,10 +286,12 @@ class Selector:
             # the front of a longer one.
             distance = np.abs(2 * np.arange(start, start + n, dtype=np.int64) - (size - 1))
             return window[np.argsort(distance, kind="stable")]
-        if strategy == "random":
+        if strategy in ("random", WHOLE_POOL):
             return np.arange(n)
         if strategy == "base_wrong":
             return np.flatnonzero(self.base_wrong[self._shuffle])[:n]
+        if strategy == "base_right":
+            return np.flatnonzero(~self.base_wrong[self._shuffle])[:n]
         # band: pass rate p = 1 - difficulty within [lo, hi], compared at the keys' rounding
         pass_key = _SCALE - self._difficulty_key
         inside = (pass_key >= round(lo * _SCALE)) & (pass_key <= round(hi * _SCALE))

@@ -87,6 +87,17 @@ def _count(value: float | None) -> int | None:
     return int(value) if value is not None else None
 
 
+def steps_to_reach(series: dict[str, dict[str, list]], target: float) -> int | None:
+    """The first evaluated step after step 0 whose accuracy reaches ``target`` (None: never, or no curve).
+    With ``target`` = 95% of the experiment's best final accuracy this is the second paper's "steps to
+    95%"; its resolution is ``eval_every``."""
+    accuracy = series.get(ACCURACY, {})
+    for step, value in zip(accuracy.get("steps", []), accuracy.get("values", []), strict=True):
+        if step > 0 and value >= target:
+            return step
+    return None
+
+
 def running_mean(values: list[float]) -> list[float]:
     """The mean of values[:i+1] for every i: a readable curve of a 0/1-valued per-step share."""
     out, total = [], 0.0

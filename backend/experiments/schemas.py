@@ -27,6 +27,10 @@ class ExperimentCreate(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict, description="TrainingSettings shared by every run")
     allow_other_model: bool = Field(False, description="Train settings.model although the probe used another model "
                                                        "(the difficulty forecast then does not apply)")
+    seeds: list[int] | None = Field(
+        None, min_length=1, max_length=10,
+        description="Repeat every strategy once per seed (the seed breaks the subset's ties and seeds training), "
+                    "so the comparison shows each strategy's mean with a 95% interval; default: settings.seed once")
     band_low: float = Field(0.1, ge=0, le=1, description="band strategy: lowest pass rate kept")
     band_high: float = Field(0.9, ge=0, le=1, description="band strategy: highest pass rate kept")
 
@@ -39,6 +43,7 @@ class ExperimentRead(BaseModel):
     budget: dict[str, Any]
     n: int
     strategies: list[str]
+    seeds: list[int] = Field(description="The seeds each strategy ran with")
     settings: dict[str, Any]
     probe_model: str | None = Field(description="The model the probe was probed with")
     forecast_applies: bool = Field(description="False when the runs train another model or grade otherwise than "
@@ -86,6 +91,12 @@ class CompareRow(BaseModel):
     within_noise_of_best: bool | None = Field(
         None, description="The 95% interval of this run's final accuracy minus the best run's contains 0: it cannot "
                           "be told apart from the best strategy on this evaluation set (true for the best itself)")
+    steps_to_95: int | None = Field(
+        None, description="First evaluated step whose accuracy reached 95% of the best final accuracy among the "
+                          "experiment's runs (the resolution is eval_every); null if it never did")
+    steps_share_of_all: float | None = Field(
+        None, description="steps_to_95 as a share of the `all` run's (the full-data baseline, when the experiment has "
+                          "one): the second paper's \"reached 95% in ~45% of the steps\"")
     learnable_pct: float | None
     predicted_learnable_share: float | None = Field(description=_PREDICTED)
     predicted_learnable_share_low: float | None = Field(description=_PREDICTED_BOUND.format("lower end"))
@@ -102,10 +113,27 @@ class CompareRow(BaseModel):
     library_versions: dict[str, str]
 
 
+class StrategySummary(BaseModel):
+    """A strategy's runs over seeds: means with 95% t intervals (null intervals with a single run)."""
+
+    strategy: str
+    runs: int = Field(description="Runs with a final accuracy, one per seed")
+    final_accuracy: float | None
+    final_accuracy_interval: tuple[float, float] | None
+    gain: float | None
+    gain_interval: tuple[float, float] | None
+    learnable_pct: float | None
+    learnable_pct_interval: tuple[float, float] | None
+    predicted_learnable_share: float | None = Field(description="Mean over the runs' subsets")
+    measured_learnable_share: float | None = Field(description="Mean over the runs")
+
+
 class Comparison(BaseModel):
     experiment_id: int
     figures: dict[str, dict]
     fit: FitRead
     table: list[CompareRow]
+    strategies: list[StrategySummary] = Field(
+        default_factory=list, description="Per strategy, its runs over seeds summarised (means and 95% intervals)")
     scatter_runs: list[int] = Field(description="Runs in the scatter: this pool's succeeded runs with the same "
                                                 "evaluation pool, from this and earlier experiments")

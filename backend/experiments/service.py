@@ -8,12 +8,26 @@ import re
 from sqlmodel import Session, select
 
 from backend.charts import gain_scatter, line_chart
-from backend.curation.strategies import STRATEGIES
+from backend.curation.strategies import STRATEGIES, WHOLE_POOL
 from backend.database import get_or_404
 from backend.errors import AppError
-from backend.experiments.comparison import ACCURACY, LEARNABLE, linear_fit, running_mean, summarize_run
-from backend.experiments.schemas import CompareRow, Comparison, ExperimentCreate, ExperimentRead
-from backend.experiments.statistics import accuracy_interval, bootstrap_fit, difference_interval, excludes_zero
+from backend.experiments.comparison import (
+    ACCURACY,
+    EVAL_SAMPLES,
+    LEARNABLE,
+    linear_fit,
+    running_mean,
+    steps_to_reach,
+    summarize_run,
+)
+from backend.experiments.schemas import CompareRow, Comparison, ExperimentCreate, ExperimentRead, StrategySummary
+from backend.experiments.statistics import (
+    accuracy_interval,
+    bootstrap_fit,
+    difference_interval,
+    excludes_zero,
+    mean_interval,
+)
 from backend.experiments.tables import Experiment
 from backend.jobs.service import lock_job, request_cancel
 from backend.jobs.tables import FINISHED, JobStatus
@@ -44,10 +58,13 @@ def check_strategies(strategies: list[str]) -> list[str]:
 
 
 def create_experiment(session: Session, body: ExperimentCreate) -> tuple[Experiment, list[Run]]:
-    """Freeze one subset per strategy (same budget, seed and G = num_generations), then one run each."""
+    """Freeze one subset per strategy and seed (same budget and G = num_generations), then one run each."""
     strategies = check_strategies(body.strategies)
     probe = get_probe(session, body.probe_id)
     settings = runs.resolve_settings(body.preset, body.settings, probe, allow_other_model=body.allow_other_model)
+    seeds = body.seeds or [settings.seed]
+    if len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise AppError(422, f"seeds {seeds}: list each seed once, each a whole number ≥ 0.")
     require_finished(session, probe)
     pool = session.get(Pool, probe.pool_id)
     experiment = Experiment(name="", probe_id=probe.id, pool_id=probe.pool_id, budget_kind=body.budget.kind,
@@ -59,17 +76,20 @@ def create_experiment(session: Session, body: ExperimentCreate) -> tuple[Experim
     session.flush()
     created = []
     for strategy in strategies:
-        subset = freeze(session, SubsetCreate(
-            probe_id=probe.id, strategy=strategy, budget=body.budget, group_size=settings.num_generations,
-            band_low=body.band_low, band_high=body.band_high, seed=settings.seed,
-            name=f"experiment {experiment.id}: {strategy}"))
-        if subset.n == 0:
-            raise AppError(422, f"Strategy '{strategy}' picks no prompt of probe {probe.id} at this budget (for "
-                                "base_wrong: the model's first answer is right everywhere; for band: no pass rate "
-                                "in the band). Leave it out of the experiment.")
-        experiment.n = max(experiment.n, subset.n_requested)
-        created.append(runs.create_run(session, subset.id, settings, experiment_id=experiment.id))
-    experiment.name = body.name or f"{pool.name if pool else 'pool'} · N={experiment.n} · {len(strategies)} strategies"
+        for seed in seeds:
+            subset = freeze(session, SubsetCreate(
+                probe_id=probe.id, strategy=strategy, budget=body.budget, group_size=settings.num_generations,
+                band_low=body.band_low, band_high=body.band_high, seed=seed,
+                name=f"experiment {experiment.id}: {strategy}" + (f" (seed {seed})" if len(seeds) > 1 else "")))
+            if subset.n == 0:
+                raise AppError(422, f"Strategy '{strategy}' picks no prompt of probe {probe.id} at this budget (for "
+                                    "base_wrong: the model's first answer is right everywhere, for base_right: wrong "
+                                    "everywhere; for band: no pass rate in the band). Leave it out of the experiment.")
+            experiment.n = max(experiment.n, subset.n_requested)
+            created.append(runs.create_run(session, subset.id, settings.model_copy(update={"seed": seed}),
+                                           experiment_id=experiment.id))
+    experiment.name = body.name or (f"{pool.name if pool else 'pool'} · N={experiment.n} · {len(strategies)} strategies"
+                                    + (f" × {len(seeds)} seeds" if len(seeds) > 1 else ""))
     session.add(experiment)
     session.flush()
     return experiment, created
@@ -130,6 +150,7 @@ def experiment_read(session: Session, experiment: Experiment) -> ExperimentRead:
         budget={"kind": experiment.budget_kind, "value": experiment.budget_value,
                 "cost_per_prompt": experiment.cost_per_prompt},
         n=experiment.n, strategies=experiment.strategies, settings=experiment.settings,
+        seeds=sorted({r.seed for r in run_reads}) or [experiment.settings.get("seed", 0)],
         probe_model=probe.model if probe else None, forecast_applies=not caveats, forecast_caveats=caveats,
         status=aggregate_status([r.job.status for r in run_reads]), created_at=experiment.created_at,
         runs=run_reads)
@@ -155,28 +176,66 @@ def _ood_columns(session: Session, series: dict[str, dict[str, list]]) -> tuple[
 
 
 def compare(session: Session, experiment: Experiment) -> Comparison:
-    rows, accuracy_lines, learnable_lines = [], [], []
-    for run in reversed(runs.list_runs(session, experiment_id=experiment.id)):
+    rows, accuracy_lines, learnable_lines, all_series, accuracy_intervals = [], [], [], [], {}
+    experiment_runs = list(reversed(runs.list_runs(session, experiment_id=experiment.id)))
+    experiment_seeds = {run.seed for run in experiment_runs}
+    for run in experiment_runs:
         row, series = _compare_row(session, run)
         rows.append(row)
+        all_series.append(series)
         acc = series.get(ACCURACY, {"steps": [], "values": []})
-        accuracy_lines.append((row.strategy, acc["steps"], acc["values"]))
+        name = row.strategy if len(experiment_seeds) < 2 else f"{row.strategy} · seed {row.seed}"
+        accuracy_lines.append((name, acc["steps"], acc["values"]))
+        samples = dict(zip(*(series.get(EVAL_SAMPLES, {}).get(key, []) for key in ("steps", "values")), strict=True))
+        if all(samples.get(step) for step in acc["steps"]):
+            accuracy_intervals[name] = [accuracy_interval(value, int(samples[step]))
+                                                for step, value in zip(acc["steps"], acc["values"], strict=True)]
         share = series.get(LEARNABLE, {"steps": [], "values": []})
-        learnable_lines.append((row.strategy, share["steps"], running_mean(share["values"])))
+        learnable_lines.append((name, share["steps"], running_mean(share["values"])))
     _flag_within_noise_of_best(rows)
+    finals = [row.final_accuracy for row in rows if row.final_accuracy is not None]
+    if finals and max(finals) > 0:
+        for row, series in zip(rows, all_series, strict=True):
+            row.steps_to_95 = steps_to_reach(series, 0.95 * max(finals))
+        baseline = next((row.steps_to_95 for row in rows if row.strategy == WHOLE_POOL), None)
+        for row in rows:
+            if baseline and row.steps_to_95 is not None:
+                row.steps_share_of_all = row.steps_to_95 / baseline
     points, scatter_runs = _scatter_points(session, experiment, rows)
     xs, ys = [p["x"] for p in points], [p["y"] for p in points]
     fit = linear_fit(xs, ys)
     intervals = bootstrap_fit(xs, ys)
     figures = {
-        "eval_accuracy": line_chart("Evaluation accuracy over steps (step 0 = base model)", "accuracy",
-                                    accuracy_lines, y_range=[0, 1.05]),
+        "eval_accuracy": line_chart("Evaluation accuracy (step 0 = base), 95% intervals",
+                                    "accuracy", accuracy_lines, y_range=[0, 1.05], intervals=accuracy_intervals),
         "learnable_share": line_chart("Measured learnable share over steps (running mean)", "learnable share",
                                       learnable_lines, y_range=[0, 1.05]),
         "scatter": gain_scatter(points, fit.as_dict()),
     }
     return Comparison(experiment_id=experiment.id, figures=figures, table=rows, scatter_runs=scatter_runs,
+                      strategies=summarize_strategies(rows),
                       fit={**fit.as_dict(), "r2_interval": intervals["r2"], "slope_interval": intervals["slope"]})
+
+
+def summarize_strategies(rows: list[CompareRow]) -> list[StrategySummary]:
+    """Each strategy's evaluated runs (one per seed): means with 95% t intervals."""
+    summaries = []
+    for strategy in dict.fromkeys(row.strategy for row in rows):
+        done = [row for row in rows if row.strategy == strategy and row.final_accuracy is not None]
+        final, final_interval = _mean([row.final_accuracy for row in done])
+        gain, gain_interval = _mean([row.gain for row in done])
+        learnable, learnable_interval = _mean([row.learnable_pct for row in done])
+        summaries.append(StrategySummary(
+            strategy=strategy, runs=len(done), final_accuracy=final, final_accuracy_interval=final_interval,
+            gain=gain, gain_interval=gain_interval, learnable_pct=learnable, learnable_pct_interval=learnable_interval,
+            predicted_learnable_share=_mean([row.predicted_learnable_share for row in done])[0],
+            measured_learnable_share=_mean([row.measured_learnable_share for row in done])[0]))
+    return summaries
+
+
+def _mean(values: list[float | None]) -> tuple[float | None, tuple[float, float] | None]:
+    present = [v for v in values if v is not None]
+    return mean_interval(present) if present else (None, None)
 
 
 def _flag_within_noise_of_best(rows: list[CompareRow]) -> None:

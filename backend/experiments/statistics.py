@@ -7,6 +7,7 @@ strategies could move by chance. Pure: plain numbers in, plain numbers out.
   such shares: Newcombe's hybrid score interval (his method 10) built from the two Wilson intervals. It
   treats the two evaluations as independent; evaluated on the same prompts they are positively correlated,
   so the interval is conservative (wider than a paired one) and "beyond noise" is a safe claim.
+- A strategy repeated over seeds: the mean of its runs with a 95% t interval (the seed-to-seed spread).
 - The fit of gain on learnable % gets a percentile bootstrap interval for R² and the slope.
 """
 
@@ -33,6 +34,23 @@ def difference_interval(first: float, first_samples: int, second: float, second_
     difference = second - first
     return (difference - math.sqrt((second - low2) ** 2 + (high1 - first) ** 2),
             difference + math.sqrt((high2 - second) ** 2 + (first - low1) ** 2))
+
+
+# Two-sided 95% quantiles of Student's t by degrees of freedom (an experiment repeats a strategy over at most
+# 10 seeds, so at most 9 degrees of freedom).
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}
+
+
+def mean_interval(values: list[float]) -> tuple[float, Interval | None]:
+    """The mean of runs repeated over seeds and its 95% t interval (None for a single run): how far the mean
+    could move with other seeds, the seed-to-seed spread (not the evaluation noise of each run)."""
+    n = len(values)
+    mean = math.fsum(values) / n
+    if n < 2:
+        return mean, None
+    spread = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (n - 1))
+    half = _T975.get(n - 1, 1.96) * spread / math.sqrt(n)
+    return mean, (mean - half, mean + half)
 
 
 def excludes_zero(interval: Interval | None) -> bool:

@@ -9,7 +9,14 @@ from backend.jobs.dispatch import commit_and_send
 from backend.params import PathId, QueryId
 from backend.pools.tables import Pool, Prompt
 from backend.probes import service
-from backend.probes.schemas import PROBE_PRESETS, DifficultyRead, ProbeCreate, ProbeRead, PromptSamples
+from backend.probes.schemas import (
+    PROBE_PRESETS,
+    DifficultyRead,
+    FailureBreakdown,
+    ProbeCreate,
+    ProbeRead,
+    PromptSamples,
+)
 from backend.probes.score_arrays import load_scores
 from backend.probes.tables import Probe
 from backend.settings import get_settings
@@ -60,6 +67,14 @@ def probe_difficulty(probe_id: ProbeId, session: SessionDep,
                           partial=not finished, prompt_count=probe.prompt_count,
                           summary=summary(success),
                           figure=difficulty_histogram(counts["edges"], counts["counts"], metric))
+
+
+@router.get("/probes/{probe_id}/failures",
+            responses={409: {"description": "The probe has not finished, or is label-free"}})
+def probe_failures(probe_id: ProbeId, session: SessionDep) -> FailureBreakdown:
+    """Why the never-solved prompts fail: likely label errors (the k samples agree on another answer than the
+    gold), no readable answer (none given, or cut off at max_new_tokens), or wrong and scattered answers."""
+    return FailureBreakdown(**service.failures(session, service.get_probe(session, probe_id)))
 
 
 @router.get("/probes/{probe_id}/prompts/{prompt_id}/samples")

@@ -118,3 +118,23 @@ class DifficultyRead(BaseModel):
     histogram: dict
     summary: dict
     figure: dict
+
+
+class LabelErrorExample(BaseModel):
+    external_id: str
+    text: str
+    gold: str | None
+    majority_answer: str | None
+    agreement: float
+
+
+class FailureBreakdown(BaseModel):
+    never_solved: int = Field(description="Prompts no sample of which was correct")
+    prompts: dict[str, int] = Field(
+        description="Never-solved prompts by kind: label_error (the samples agree, at least 75%, on another answer "
+                    "than the gold), no_answer (most samples give no readable answer: none, or cut off at "
+                    "max_new_tokens), wrong_answer (the rest)")
+    samples: dict[str, int] = Field(description="Their samples: no_answer and wrong_answer")
+    max_new_tokens: int
+    label_error_examples: list[LabelErrorExample] = Field(description="The likely label errors, most agreed first "
+                                                                      "(at most 10)")

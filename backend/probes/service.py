@@ -5,6 +5,7 @@ import math
 from sqlalchemy import func
 from sqlmodel import Session, select
 
+from backend.curation.failures import NeverSolved, breakdown, failure_kind
 from backend.database import get_or_404
 from backend.errors import AppError
 from backend.jobs.dispatch import add_task
@@ -112,3 +113,28 @@ def prompt_samples(session: Session, probe: Probe, prompt_id: int) -> PromptSamp
         score=score.model_dump() if score else None,
         samples=[s.model_dump() for s in samples],
     )
+
+
+def failures(session: Session, probe: Probe, examples: int = 10) -> dict:
+    """Why the probe's never-solved prompts fail (backend.curation.failures), with the likely label errors
+    first by agreement. Needs gold answers: 409 for a label-free probe."""
+    require_finished(session, probe)
+    if probe.label_free:
+        raise AppError(409, f"Probe {probe.id} is label-free: with no gold answers no prompt is 'never solved'. "
+                            "Label the prompts to see why the hard ones fail.")
+    unanswered = (select(Sample.prompt_id, func.count().label("n")).where(Sample.probe_id == probe.id,
+                                                                          Sample.extracted_answer.is_(None))
+                  .group_by(Sample.prompt_id).subquery())
+    rows = session.exec(
+        select(PromptScore.k, PromptScore.agreement, PromptScore.majority_answer,
+               func.coalesce(unanswered.c.n, 0), Prompt.external_id, Prompt.text, Prompt.gold)
+        .join(Prompt, Prompt.id == PromptScore.prompt_id)
+        .outerjoin(unanswered, unanswered.c.prompt_id == PromptScore.prompt_id)
+        .where(PromptScore.probe_id == probe.id, PromptScore.correct_count == 0)).all()
+    prompts = [NeverSolved(k, agreement, majority, missing) for k, agreement, majority, missing, *_ in rows]
+    suspects = sorted((row for row, prompt in zip(rows, prompts, strict=True)
+                       if failure_kind(prompt) == "label_error"), key=lambda row: -row[1])
+    return {**breakdown(prompts), "max_new_tokens": probe.max_new_tokens,
+            "label_error_examples": [{"external_id": external_id, "text": text, "gold": gold,
+                                      "majority_answer": majority, "agreement": agreement}
+                                     for _k, agreement, majority, _n, external_id, text, gold in suspects[:examples]]}

@@ -63,6 +63,13 @@ class PickedPrompt(BaseModel):
     agreement: float | None = Field(description="Label-free probes only (difficulty = 1 - agreement)")
 
 
+class RegimeAdvice(BaseModel):
+    regime: Literal["beyond_reach", "within_reach", "saturated"]
+    profile: str = Field(description="The difficulty profile and the forecasts the regime is read from")
+    prediction: str = Field(description="What the papers would predict here")
+    test: str = Field(description="The experiment that would test the prediction")
+
+
 class SelectionPreview(BaseModel):
     strategy: str
     n: int
@@ -80,6 +87,9 @@ class SelectionPreview(BaseModel):
     figure: dict
     comparison: list[ComparisonRow] = Field(
         description="Every strategy the probe supports at the same N (label-free: no band or learnable)")
+    advice: RegimeAdvice | None = Field(
+        None, description="The regime the pool is in for this model and what both papers predict at this budget; "
+                          "null for label-free probes")
     prompts: list[PickedPrompt]
 
 

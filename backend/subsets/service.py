@@ -9,9 +9,10 @@ from sqlalchemy import func, insert
 from sqlmodel import Session, select
 
 from backend.charts import selection_histogram
+from backend.curation.advice import regime_advice
 from backend.curation.budget import Budget, BudgetError, budget_to_count
 from backend.curation.forecast import ShareForecast, compare_picks, forecast_fields, forecast_subset
-from backend.curation.histogram import histogram
+from backend.curation.histogram import histogram, summary
 from backend.curation.posterior import BetaPrior, PassCounts, fit_prior
 from backend.curation.strategies import Selector, StrategyError
 from backend.database import get_or_404
@@ -131,6 +132,8 @@ def preview(session: Session, req: SelectionRequest) -> SelectionPreview:
     picked_counts = histogram(success[picked], HISTOGRAM_BINS)
     comparison = compare_picks(selection.selector, selection.budget.n, group_size=req.group_size,
                                band=(req.band_low, req.band_high))
+    advice = None if label_free else regime_advice(
+        summary(scores.pass_rate), {row["strategy"]: row["predicted_learnable_share"] for row in comparison})
     return SelectionPreview(
         strategy=req.strategy, n=len(picked), requested=selection.budget.requested,
         clamped=selection.budget.clamped, warning=_warning(selection), pool_size=len(scores),
@@ -139,7 +142,7 @@ def preview(session: Session, req: SelectionRequest) -> SelectionPreview:
         mean_pass_rate=selection.mean_pass_rate, mean_agreement=selection.mean_agreement,
         figure=selection_histogram(all_counts["edges"], all_counts["counts"], picked_counts["counts"], basis,
                                    req.strategy),
-        comparison=comparison,
+        comparison=comparison, advice=advice,
         prompts=_picked_prompts(session, scores, picked[:PREVIEW_PROMPTS], label_free),
     )
 
@@ -150,7 +153,10 @@ def _basis(probe: Probe) -> str:
 
 def _warning(selection: Selection) -> str | None:
     notes = [selection.budget.warning] if selection.budget.warning else []
-    if len(selection.picked) < selection.budget.n:
+    if len(selection.picked) > selection.budget.n:
+        notes.append(f"The all strategy takes the whole pool ({len(selection.picked)} probed prompts) whatever the "
+                     f"budget of {selection.budget.n}: it is the full-data baseline.")
+    elif len(selection.picked) < selection.budget.n:
         notes.append(f"Only {len(selection.picked)} prompts qualify for this strategy, fewer than the "
                      f"budget of {selection.budget.n}; all of them are picked.")
     return " ".join(notes) or None

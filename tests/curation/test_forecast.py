@@ -100,7 +100,7 @@ def test_a_million_prompt_comparison_runs():
     base_wrong = rng.random(size) < 0.5
     selector = Selector(difficulty, base_wrong, seed=7, counts=PassCounts.of(correct, np.full(size, 10)))
     rows = compare_picks(selector, 100_000)
-    assert [row["n_picked"] for row in rows] == [100_000] * len(STRATEGIES)
+    assert [row["n_picked"] for row in rows] == [size if s == "all" else 100_000 for s in STRATEGIES]
     by_strategy = {row["strategy"]: row for row in rows}
     assert by_strategy["hard"]["overlap_with_hard"] == 1.0
     assert by_strategy["hard"]["mean_difficulty"] > by_strategy["random"]["mean_difficulty"]
@@ -250,7 +250,7 @@ def label_free_selector():
 def test_label_free_comparison_reports_agreement_and_no_forecast():
     selector, agreement = label_free_selector()
     rows = compare_picks(selector, 10)
-    assert [row["strategy"] for row in rows] == ["hard", "easy", "medium", "random", "base_wrong"]
+    assert [row["strategy"] for row in rows] == ["hard", "easy", "medium", "random", "base_wrong", "base_right", "all"]
     for row in rows:
         picked = selector.pick(row["strategy"], 10)
         assert row["predicted_learnable_share"] is None and row["predicted_learnable_share_low"] is None

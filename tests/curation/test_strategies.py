@@ -69,6 +69,10 @@ def reference_pick(strategy, difficulty, base_wrong, n, seed, group_size=8, band
         )
     elif strategy == "base_wrong":
         ranked = shuffle[base_wrong[shuffle]]
+    elif strategy == "base_right":
+        ranked = shuffle[~base_wrong[shuffle]]
+    elif strategy == "all":
+        return shuffle  # every probed prompt, whatever N
     elif strategy == "band":
         lo, hi = band
         ranked = shuffle[(p >= lo - 1e-12) & (p <= hi + 1e-12)]
@@ -152,9 +156,9 @@ def test_band_edges_survive_float_noise():
 
 def test_same_seed_same_pick_and_seeds_break_ties_differently():
     difficulty = np.full(1000, 0.5)  # all tied, and inside the default band
-    base_wrong = np.ones(1000, bool)
+    base_wrong = np.arange(1000) % 2 == 0  # half wrong, half right
     picks = {}
-    for strategy in STRATEGIES:
+    for strategy in set(STRATEGIES) - {"all"}:
         first = select(strategy, difficulty=difficulty, base_wrong=base_wrong, n=10, seed=42)
         again = select(strategy, difficulty=difficulty, base_wrong=base_wrong, n=10, seed=42)
         other = select(strategy, difficulty=difficulty, base_wrong=base_wrong, n=10, seed=43)
@@ -162,8 +166,11 @@ def test_same_seed_same_pick_and_seeds_break_ties_differently():
         assert set(first) != set(other)
         picks[strategy] = first
     # With every prompt tied, each ranking falls back to the seeded shuffle, which random shows.
-    for strategy in ("hard", "easy", "learnable", "base_wrong", "band"):
+    for strategy in ("hard", "easy", "learnable", "band"):
         np.testing.assert_array_equal(picks[strategy], picks["random"])
+    whole = select("all", difficulty=difficulty, base_wrong=base_wrong, n=10, seed=42)
+    assert sorted(whole) == list(range(1000))  # the budget does not limit the full-data baseline
+    np.testing.assert_array_equal(whole[:10], picks["random"])
 
 
 def test_symmetric_pass_rates_are_tied_for_learnable():
@@ -193,7 +200,7 @@ def test_unprobed_prompts_are_never_picked():
     difficulty, base_wrong = discrete_pool(50, seed=10)
     difficulty[:20] = np.nan
     for strategy in STRATEGIES:
-        base_wrong = np.ones(50, bool)
+        base_wrong = np.full(50, strategy != "base_right")
         picked = select(strategy, difficulty=difficulty, base_wrong=base_wrong, n=50, seed=0, band=(0, 1))
         assert len(picked) == 30 and picked.min() >= 20
 
@@ -201,7 +208,7 @@ def test_unprobed_prompts_are_never_picked():
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"strategy": "hardest"}, "hard, easy, medium, random, base_wrong, band, learnable"),
+        ({"strategy": "hardest"}, "hard, easy, medium, random, base_wrong, base_right, band, learnable, all"),
         ({"band": (0.9, 0.1)}, "0 <= lo <= hi <= 1"),
         ({"band": (-0.1, 0.5)}, "0 <= lo <= hi <= 1"),
         ({"group_size": 1}, ">= 2"),

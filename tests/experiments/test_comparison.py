@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from backend.experiments.comparison import linear_fit, running_mean, summarize_run
+from backend.experiments.comparison import linear_fit, running_mean, steps_to_reach, summarize_run
 
 
 def numpy_fit(xs, ys):
@@ -67,3 +67,9 @@ def test_summary_without_evaluation_or_steps():
 def test_running_mean():
     assert running_mean([1, 0, 1, 1]) == pytest.approx([1, 0.5, 2 / 3, 0.75])
     assert running_mean([]) == []
+
+
+def test_steps_to_reach_is_the_first_evaluated_step_at_the_target():
+    series = {"eval/accuracy": {"steps": [0, 10, 20, 30], "values": [0.5, 0.4, 0.62, 0.7]}}
+    assert steps_to_reach(series, 0.95 * 0.65) == 20  # step 0 (the base model) never counts
+    assert steps_to_reach(series, 0.9) is None and steps_to_reach({}, 0.1) is None

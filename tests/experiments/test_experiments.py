@@ -119,6 +119,11 @@ def test_three_strategies_train_through_the_worker_and_compare(client, worker, y
                                                              - row["predicted_learnable_share"])
     best = max(rows, key=lambda row: row["final_accuracy"])
     assert best["within_noise_of_best"] is True
+    for row in rows:  # steps to 95% of the best final accuracy, from the raw curve
+        curve = client.get(f"/api/runs/{row['run_id']}/metrics?keys=eval/accuracy").json()["series"]["eval/accuracy"]
+        reached = [s for s, v in zip(curve["steps"], curve["values"], strict=True)
+                   if s > 0 and v >= 0.95 * best["final_accuracy"]]
+        assert row["steps_to_95"] == (reached[0] if reached else None)
     assert all(row["n"] == 4 and row["seed"] == 11 and row["settings"]["lora_rank"] == 4 for row in rows)
     assert all(set(row["ood"]) == set(row["ood_base"]) == {f"yes-no ood (#{ood}) pass@2"} for row in rows)
     predicted = [row["predicted_learnable_share"] for row in rows]
@@ -133,6 +138,11 @@ def test_three_strategies_train_through_the_worker_and_compare(client, worker, y
     accuracy_lines = comparison["figures"]["eval_accuracy"]["data"]
     assert [line["name"] for line in accuracy_lines] == ["hard", "easy", "medium"]
     assert all(line["x"] == [0, 3, 6] for line in accuracy_lines)
+    for line in accuracy_lines:  # 95% Wilson error bars on 8 evaluation prompts
+        bars = line["error_y"]
+        assert all(0 <= y - low <= y and 0 <= high <= 1 - y + 1e-12 for y, low, high in
+                   zip(line["y"], bars["arrayminus"], bars["array"], strict=True))
+        assert all(low + high > 0.2 for low, high in zip(bars["arrayminus"], bars["array"], strict=True))
     scatter = comparison["figures"]["scatter"]["data"]
     assert scatter[0]["x"] == pytest.approx(xs) and scatter[0]["y"] == pytest.approx(ys)
     assert scatter[1]["name"] == "least-squares fit" and f"R² = {fit['r2']:.3f}" in \
@@ -155,6 +165,44 @@ def test_three_strategies_train_through_the_worker_and_compare(client, worker, y
 
     cancelled = client.post(f"/api/jobs/{run['job']['id']}/cancel")
     assert cancelled.status_code == 409 and "already finished" in cancelled.json()["detail"]
+
+
+def test_strategies_repeated_over_seeds_are_summarised_with_intervals(client, worker, yes_no_model):
+    from tests.conftest import wait_for_job
+
+    pool_id = upload_exact_pool(client, "yes-no seeds", ["yes"] * 4 + ["no"] * 8 + ["zebra"] * 4)
+    held_out = upload_exact_pool(client, "yes-no seeds held-out", ["yes"] * 2 + ["no"] * 6)
+    probe = client.post("/api/probes", json={"pool_id": pool_id, "model": yes_no_model, "k": 8,
+                                             "max_new_tokens": 1, "seed": 1}).json()
+    assert wait_for_job(client, probe["job_id"], timeout=300)["status"] == "succeeded"
+    settings = {"model": yes_no_model, "lora_rank": 4, "lora_alpha": 8, "num_generations": 4, "batch_size": 4,
+                "max_completion_length": 1, "learning_rate": 1e-2, "max_steps": 3, "eval_pool_id": held_out,
+                "eval_samples": 8}
+    created = client.post("/api/experiments", json={"probe_id": probe["id"], "strategies": ["easy", "hard"],
+                                                    "seeds": [3, 4], "budget": {"kind": "count", "value": 4},
+                                                    "settings": settings})
+    assert created.status_code == 201, created.text
+    experiment = created.json()
+    assert [(run["strategy"], run["seed"]) for run in experiment["runs"]] == [
+        ("easy", 3), ("easy", 4), ("hard", 3), ("hard", 4)]
+    assert experiment["seeds"] == [3, 4] and experiment["name"].endswith("2 strategies × 2 seeds")
+    assert [run["settings"]["seed"] for run in experiment["runs"]] == [3, 4, 3, 4]
+    with session_scope() as session:
+        assert [session.get(Subset, run["subset_id"]).seed for run in experiment["runs"]] == [3, 4, 3, 4]
+    experiment = wait_for_experiment(client, experiment["id"])
+    assert experiment["status"] == "succeeded", [run["job"] for run in experiment["runs"]]
+
+    comparison = client.get(f"/api/experiments/{experiment['id']}/compare").json()
+    rows = comparison["table"]
+    assert [line["name"] for line in comparison["figures"]["eval_accuracy"]["data"]] == [
+        "easy · seed 3", "easy · seed 4", "hard · seed 3", "hard · seed 4"]
+    for summary in comparison["strategies"]:  # mean ± t(0.975, 1) · sd / √2 over the two seeds
+        gains = [row["gain"] for row in rows if row["strategy"] == summary["strategy"]]
+        assert summary["runs"] == 2 and summary["gain"] == pytest.approx(np.mean(gains))
+        half = 12.706 * np.std(gains, ddof=1) / np.sqrt(2)
+        assert summary["gain_interval"] == pytest.approx([np.mean(gains) - half, np.mean(gains) + half])
+        finals = [row["final_accuracy"] for row in rows if row["strategy"] == summary["strategy"]]
+        assert summary["final_accuracy"] == pytest.approx(np.mean(finals))
 
 
 def test_cancel_an_experiment_mid_run(client, worker, service_tiny_model):
@@ -198,6 +246,8 @@ def count_rows() -> tuple[int, int, int]:
     ({"settings": {"batch_size": 3, "num_generations": 2}}, 422, "must be divisible by num_generations (2)"),
     ({"settings": {"model": "nope"}}, 422, "Unknown model"),
     ({"budget": {"kind": "fraction", "value": 2}}, 422, "fraction"),
+    ({"seeds": [1, 1]}, 422, "list each seed once"),
+    ({"seeds": [1, -2]}, 422, "whole number ≥ 0"),
 ])
 def test_bad_experiments_are_refused_and_write_nothing(client, body, status, words):
     probed = make_probed_pool(10, seed=5)

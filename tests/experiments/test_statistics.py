@@ -24,3 +24,13 @@ def test_bootstrap_fit_intervals():
     noisy = bootstrap_fit(xs, [0.3, 0.1, 0.5, 0.2, 0.6, 0.1])
     assert noisy["r2"][0] < 0.2 < noisy["r2"][1] and noisy["slope"][0] < 0 < noisy["slope"][1]
     assert bootstrap_fit([1.0, 2.0], [0.1, 0.2]) == {"r2": None, "slope": None}
+
+
+def test_mean_interval_over_seeds():
+    from backend.experiments.statistics import mean_interval
+
+    assert mean_interval([0.3]) == (0.3, None)
+    mean, (low, high) = mean_interval([0.1, 0.2, 0.3])
+    # mean 0.2, sd 0.1, t(0.975, 2) = 4.303: 0.2 ± 4.303 · 0.1 / √3
+    assert mean == pytest.approx(0.2) and (low, high) == pytest.approx((0.2 - 0.24844, 0.2 + 0.24844), abs=1e-4)
+    assert mean_interval([0.25, 0.25])[1] == pytest.approx((0.25, 0.25))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.frontend.conftest import PROBE_TIMEOUT_MS, TINY_MODEL, needs_chromium, sign_in
+from tests.frontend.conftest import PROBE_TIMEOUT_MS, TINY_MODEL, api_get, needs_chromium, sign_in
 
 pytest.importorskip("playwright.sync_api")
 from playwright.sync_api import Page, expect
@@ -85,6 +85,11 @@ def test_probe_plan_freeze_export(page: Page, server: str, worker, tmp_path: Pat
     # Difficulty histogram (Plotly draws an svg) and its summary
     expect(page.locator("#difficulty-histogram svg.main-svg").first).to_be_visible()
     expect(page.locator("#summary-count")).to_have_text(str(pool["prompt_count"]))
+    # Why the never-solved prompts fail (the tiny random model solves next to nothing)
+    failures = api_get(page, server, f"/api/probes/{probe['id']}/failures")
+    assert failures["never_solved"] == sum(failures["prompts"].values()) > 0
+    expect(page.locator("#failures")).to_contain_text(f"Why the {failures['never_solved']} never-solved prompts fail")
+    expect(page.locator("#failures-wrong")).to_contain_text(str(failures["prompts"]["wrong_answer"]))
     rows = page.locator("#prompt-table tbody tr")
     expect(rows.first).to_be_visible()
     assert rows.count() == min(50, pool["prompt_count"])
@@ -127,7 +132,7 @@ def test_probe_plan_freeze_export(page: Page, server: str, worker, tmp_path: Pat
     preview = previewed.value.json()
     expect(page.locator("#n-picked")).to_have_text("5")
     expect(page.locator("#predicted-share")).to_have_text(re.compile(r"^\d+\.\d%$"))
-    expect(page.locator("#strategy-comparison tbody tr")).to_have_count(7)
+    expect(page.locator("#strategy-comparison tbody tr")).to_have_count(9)
     expect(page.locator("#selection-histogram svg.main-svg").first).to_be_visible()
     expect(page.locator("#picked-prompts tbody tr")).to_have_count(len(preview["prompts"]))
     assert preview["strategy"] == "hard" and preview["n"] == 5

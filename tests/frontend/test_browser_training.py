@@ -252,7 +252,15 @@ def test_experiment_from_the_planner_to_the_comparison(page: Page, server: str, 
         [api_row] = [r for r in table if r["strategy"] == strategy]
         expect(row.locator("[data-col=predicted-share]")).to_have_text(forecast_text(api_row))
         measured = api_row["measured_learnable_share"] * 100
-        expect(row.locator("[data-col=measured-share]")).to_have_text(f"{measured:.1f}%")
+        error = (api_row["measured_learnable_share"] - api_row["predicted_learnable_share"]) * 100
+        expect(row.locator("[data-col=measured-share]")).to_have_text(
+            f"{measured:.1f}%{'+' if error >= 0 else '−'}{abs(error):.1f} pts vs forecast")
+        # Accuracies and the gain carry their 95% intervals; a gain whose interval holds 0 says so.
+        low, high = api_row["final_accuracy_interval"]
+        expect(row.locator("[data-col=final-accuracy]")).to_contain_text(f"{low * 100:.1f}–{high * 100:.1f}%")
+        expect(row.locator("[data-col=gain]")).to_contain_text(" to ")
+        if api_row["gain_beyond_noise"] is False:
+            expect(row.locator("[data-col=gain]")).to_contain_text("within noise")
     reproduce = page.locator(f"#reproduce-{last}")
     expect(reproduce).to_be_hidden()
     page.click(f"[data-testid=reproduce-toggle-{last}]")

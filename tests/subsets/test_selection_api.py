@@ -32,7 +32,8 @@ def test_preview_hard_picks_the_lowest_pass_rates_and_compares_every_strategy(cl
     assert preview["predicted_learnable_share"] == pytest.approx(expected) and expected > plug_in + 0.05
     assert preview["predicted_learnable_share_low"] < expected < preview["predicted_learnable_share_high"]
     strategies = {row["strategy"]: row for row in preview["comparison"]}
-    assert set(strategies) == {"hard", "easy", "medium", "random", "base_wrong", "band", "learnable"}
+    assert set(strategies) == {"hard", "easy", "medium", "random", "base_wrong", "base_right", "band", "learnable",
+                               "all"}
     assert strategies["hard"]["overlap_with_hard"] == 1.0
     assert strategies["hard"]["mean_pass_rate"] < strategies["easy"]["mean_pass_rate"]
     figure = preview["figure"]
@@ -134,11 +135,12 @@ def test_label_free_probe_is_labelled_as_agreement_with_no_forecast(client, serv
     preview = client.post("/api/selections/preview", json=body(label_free.probe_id)).json()
     assert preview["difficulty_basis"] == "agreement" and "Label the prompts" in preview["caveat"]
     assert preview["predicted_learnable_share"] is None and preview["predicted_learnable_share_low"] is None
-    assert preview["mean_pass_rate"] is None
+    assert preview["mean_pass_rate"] is None and preview["advice"] is None
     assert preview["mean_agreement"] == pytest.approx(sum(agreement[p["id"]] for p in preview["prompts"]) / 10)
     assert all(p["pass_rate"] is None and p["agreement"] == pytest.approx(agreement[p["id"]])
                for p in preview["prompts"])
-    assert [row["strategy"] for row in preview["comparison"]] == ["hard", "easy", "medium", "random", "base_wrong"]
+    assert [row["strategy"] for row in preview["comparison"]] == ["hard", "easy", "medium", "random", "base_wrong",
+                                                                  "base_right", "all"]
     assert all(row["mean_pass_rate"] is None and row["predicted_learnable_share"] is None
                and row["mean_agreement"] is not None for row in preview["comparison"])
     assert preview["figure"]["layout"]["xaxis"]["title"]["text"] == "answer agreement"
@@ -187,3 +189,24 @@ def test_difficulty_of_a_running_probe_is_partial_and_of_a_failed_one_409(client
     assert response.status_code == 409 and "partial scores are not used" in response.json()["detail"]
     finished = client.get(f"/api/probes/{make_probed_pool().probe_id}/difficulty").json()
     assert finished["partial"] is False and finished["summary"]["count"] == 40
+
+
+def test_all_takes_the_whole_pool_and_base_right_the_prompts_first_answered_right(client, probed_pool):
+    whole = client.post("/api/selections/preview", json=body(probed_pool.probe_id, strategy="all", value=5)).json()
+    assert whole["n"] == 40 and whole["requested"] == 5 and "whole pool (40 probed prompts)" in whole["warning"]
+    right = client.post("/api/selections/preview", json=body(probed_pool.probe_id, strategy="base_right",
+                                                             value=40)).json()
+    expected = sum(not wrong for wrong in probed_pool.base_wrong)
+    assert right["n"] == expected and 0 < expected < 40
+    rows = {row["strategy"]: row for row in right["comparison"]}
+    assert rows["base_right"]["n_picked"] + rows["base_wrong"]["n_picked"] == 40 and rows["all"]["n_picked"] == 40
+
+
+def test_the_preview_reads_the_regime_from_the_probe_and_the_forecasts(client, probed_pool):
+    from backend.curation.advice import regime_advice
+
+    preview = client.post("/api/selections/preview", json=body(probed_pool.probe_id, value=10)).json()
+    summary = client.get(f"/api/probes/{probed_pool.probe_id}/difficulty").json()["summary"]
+    forecasts = {row["strategy"]: row["predicted_learnable_share"] for row in preview["comparison"]}
+    assert preview["advice"] == regime_advice(summary, forecasts)
+    assert preview["advice"]["regime"] in {"beyond_reach", "within_reach", "saturated"}

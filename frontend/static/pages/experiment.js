@@ -92,10 +92,29 @@ export async function renderExperiment(ctx, experimentId) {
     for (const [key, container] of Object.entries(plots)) renderFigure(container, figures[key]);
     r2.textContent = fitText(cmp.fit || {});
     const rows = cmp.table || [];
-    const json = JSON.stringify(rows);
+    const json = JSON.stringify([rows, cmp.strategies]);
     if (json === state.tableJson) return;  // keep open expanders and the scroll position while polling
     state.tableJson = json;
-    replace(tableBox, rows.length === 0 ? emptyState("No runs to compare yet.") : compareTable(rows));
+    const repeated = (cmp.strategies || []).some((s) => s.runs > 1);
+    replace(tableBox, rows.length === 0 ? emptyState("No runs to compare yet.")
+      : [repeated ? summaryTable(cmp.strategies) : null, compareTable(rows)]);
+  }
+
+  // With several seeds per strategy: each strategy's mean over its runs with a 95% t interval (seed to seed).
+  function summaryTable(summaries) {
+    return h("div", { class: "table-scroll" }, h("h3", null, "Per strategy, over seeds (mean and 95% interval)"),
+      h("table", { class: "table", id: "strategy-summary", "data-testid": "strategy-summary" },
+        h("thead", null, h("tr", null, h("th", null, "Strategy"), h("th", { class: "num" }, "Runs"),
+          h("th", { class: "num" }, "Final acc"), h("th", { class: "num" }, "Gain"), h("th", { class: "num" }, "Learnable %"),
+          h("th", { class: "num" }, "Predicted share"), h("th", { class: "num" }, "Measured share"))),
+        h("tbody", null, summaries.map((s) => h("tr", { "data-strategy": s.strategy },
+          h("td", { class: "strong" }, s.strategy), h("td", { class: "num" }, fmt.int(s.runs)),
+          h("td", { class: "num" }, withInterval(fmt.pct(s.final_accuracy), s.final_accuracy_interval, pctRange)),
+          h("td", { class: `num nowrap ${gainClass(s.gain)}`.trim(), "data-col": "mean-gain" }, withInterval(gainText(s.gain), s.gain_interval, gainRange)),
+          h("td", { class: "num" }, withInterval(s.learnable_pct == null ? "–" : `${fmt.num(s.learnable_pct, 0)}%`,
+            s.learnable_pct_interval, ([lo, hi]) => `${fmt.num(lo, 0)}–${fmt.num(hi, 0)}%`)),
+          h("td", { class: "num" }, fmt.pct(s.predicted_learnable_share)),
+          h("td", { class: "num" }, fmt.pct(s.measured_learnable_share)))))));
   }
 
   function compareTable(rows) {
@@ -104,6 +123,7 @@ export async function renderExperiment(ctx, experimentId) {
         h("th", null, "Strategy"), h("th", { class: "num" }, "N"), h("th", { class: "num" }, "Base acc"),
         h("th", { class: "num", title: "Held-out accuracy with its 95% Wilson interval" }, "Final acc"),
         h("th", { class: "num", title: "Final minus base accuracy, with a conservative 95% interval (Newcombe); “within noise” when it contains 0" }, "Gain"),
+        h("th", { class: "num", title: "First evaluated step whose accuracy reached 95% of the best final accuracy of this experiment (resolution: eval_every)" }, "Steps to 95%"),
         h("th", { class: "num", title: "Share of training steps with mixed rewards in some group" }, "Learnable %"),
         h("th", { class: "num", title: "Forecast from the probe before training, with its 95% interval; none for label-free "
           + "subsets, no interval for subsets frozen before it was recorded" }, "Predicted learnable share (step 0)"),
@@ -111,13 +131,17 @@ export async function renderExperiment(ctx, experimentId) {
           + "training steps (training moves pass rates, so it can drift from the step-0 forecast)" }, "Measured learnable share (mean over steps)"),
         h("th", null, "OOD pass@k"), h("th", null, "Reproduce"))),
       h("tbody", null, rows.map((row) => [h("tr", { "data-run-id": row.run_id, "data-strategy": row.strategy },
-        h("td", { class: "nowrap" }, h("a", { href: `#/runs/${row.run_id}`, class: "strong" }, row.strategy), " ", statusBadge(row.status)),
+        h("td", { class: "nowrap" }, h("a", { href: `#/runs/${row.run_id}`, class: "strong" }, row.strategy), " ", statusBadge(row.status),
+          h("div", { class: "muted small" }, `seed ${row.seed}`)),
         h("td", { class: "num" }, fmt.int(row.n)),
         h("td", { class: "num", "data-col": "base-accuracy" }, withInterval(fmt.pct(row.base_accuracy), row.base_accuracy_interval, pctRange)),
         h("td", { class: "num", "data-col": "final-accuracy" }, withInterval(fmt.pct(row.final_accuracy), row.final_accuracy_interval, pctRange),
           row.within_noise_of_best === false ? h("div", { class: "muted small", title: "The 95% interval of its difference from the best final accuracy excludes 0" }, "below the best") : null),
         h("td", { class: `num nowrap ${gainClass(row.gain)}`.trim(), "data-col": "gain" }, withInterval(gainText(row.gain), row.gain_interval, gainRange),
           row.gain_beyond_noise === false ? h("div", { class: "muted small noise-flag", title: "The gain's 95% interval contains 0" }, "within noise") : null),
+        h("td", { class: "num", "data-col": "steps-to-95" }, row.steps_to_95 == null ? "–" : fmt.int(row.steps_to_95),
+          row.steps_share_of_all == null || row.strategy === "all" ? null
+            : h("div", { class: "muted small", title: "Share of the steps the all (full-data) run took to get there" }, `${fmt.pct(row.steps_share_of_all, 0)} of all's`)),
         h("td", { class: "num" }, row.learnable_pct == null ? "–" : `${fmt.num(row.learnable_pct, 0)}%`),
         h("td", { class: "num", "data-col": "predicted-share" },
           forecastShare(row.predicted_learnable_share, row.predicted_learnable_share_low, row.predicted_learnable_share_high)),
@@ -132,7 +156,7 @@ export async function renderExperiment(ctx, experimentId) {
   // the run's last cell. Open rows stay open across polls.
   function reproduceRow(row) {
     return h("tr", { class: "reproduce-row", id: `reproduce-${row.run_id}`, hidden: !state.openDetails.has(row.run_id) },
-      h("td", { colspan: "10" },
+      h("td", { colspan: "11" },
         h("h3", null, "Subset and seed"), kvGrid([["subset_id", row.subset_id], ["seed", row.seed], ["run", `#${row.run_id}`]]),
         h("h3", null, "Settings"), kvGrid(Object.entries(row.settings || {})),
         h("h3", null, "Library versions"), kvGrid(Object.entries(row.library_versions || {}))));

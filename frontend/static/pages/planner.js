@@ -14,8 +14,10 @@ export const STRATEGIES = [
   ["medium", "medium — the N around the median"],
   ["random", "random — N uniformly at random"],
   ["base_wrong", "base_wrong — prompts the model's first answer gets wrong"],
+  ["base_right", "base_right — prompts the model's first answer gets right (base_wrong's contrast)"],
   ["band", "band — N at random with pass rate in [lo, hi]"],
   ["learnable", "learnable — highest chance of mixed rewards in a group"],
+  ["all", "all — the whole pool, whatever the budget (the full-data baseline)"],
 ];
 const KINDS = [["count", "count"], ["fraction", "fraction"], ["money", "money"]];
 const EXPORTS = ["jsonl", "csv", "parquet"];
@@ -24,7 +26,8 @@ const PASS_RATE_STRATEGIES = new Set(["band", "learnable"]);
 const SHARE_HINT = "at step 0: mean over the picked prompts of the chance a GRPO group of G gets mixed rewards, "
   + "1 − pᴳ − (1 − p)ᴳ, averaged over each prompt's posterior p given its probe counts (beta-binomial, prior fitted "
   + "to the probe). Before training: training moves p.";
-// POST /api/experiments' default strategies: every one but band, which needs its limits chosen.
+// POST /api/experiments' default strategies: not band (it needs its limits chosen), base_right or all (the
+// baselines, asked for when wanted: all trains on the whole pool).
 const EXPERIMENT_DEFAULTS = new Set(["hard", "easy", "medium", "random", "base_wrong", "learnable"]);
 
 export async function renderPlanner(ctx, probeId) {
@@ -88,6 +91,8 @@ export async function renderPlanner(ctx, probeId) {
   const meanPassLabel = h("div", { class: "stat-label", id: "mean-pass-rate-label" }, "mean pass rate");
   const warning = h("div", { class: "warning", id: "clamp-warning", "data-testid": "clamp-warning", role: "status", hidden: true });
   const caveat = h("div", { class: "warning", id: "label-free-caveat", "data-testid": "label-free-caveat", role: "note", hidden: true });
+  // What the papers would predict for this pool at this budget, with the experiment that tests it.
+  const adviceBox = h("div", { class: "note advice", id: "regime-advice", "data-testid": "regime-advice", role: "note", hidden: true });
   const updating = h("span", { class: "muted small", id: "preview-state" });
 
   const headline = h("div", { class: "headline" },
@@ -126,6 +131,7 @@ export async function renderPlanner(ctx, probeId) {
       h("input", { type: "checkbox", name: "experiment-strategy", value: name, checked: EXPERIMENT_DEFAULTS.has(name) }),
       h("span", null, label))));
   const experimentName = h("input", { type: "text", id: "experiment-name", "data-testid": "experiment-name", placeholder: "optional" });
+  const experimentSeeds = h("input", { type: "text", id: "experiment-seeds", "data-testid": "experiment-seeds", placeholder: "e.g. 0, 1, 2" });
   const launchButton = h("button", { type: "button", id: "launch-experiment", "data-testid": "launch-experiment", class: "btn btn-primary" }, "Launch experiment");
   const experimentList = h("div", { id: "probe-experiments" });
   const launchCard = card("Launch experiment", {
@@ -136,7 +142,9 @@ export async function renderPlanner(ctx, probeId) {
   h("div", { class: "stack" },
     field("Strategies", strategyChecks),
     training.element,
-    h("div", { class: "grid grid-3" }, field("Experiment name", experimentName), h("div"), h("div")),
+    h("div", { class: "grid grid-3" }, field("Experiment name", experimentName),
+      field("Seeds (optional)", experimentSeeds, { hint: "Each strategy once per seed: the comparison then shows means with 95% intervals" }),
+      h("div")),
     h("div", { class: "row" }, launchButton)),
   experimentList);
 
@@ -180,7 +188,7 @@ export async function renderPlanner(ctx, probeId) {
           subtitle: "The prompts this preview picks, as a file for annotators (freeze first to send to Label Studio from the subset's page).",
         }, selectionExport)),
       h("div", { class: "planner-main" },
-        card("Preview", { actions: updating }, headline, warning, caveat, figure),
+        card("Preview", { actions: updating }, headline, warning, caveat, adviceBox, figure),
         trustCard,
         card("Strategies at this budget", { subtitle: "Same N for every strategy. Click a row to switch to it." }, comparison),
         card("Picked prompts", { id: "picked-card" }, picked))),
@@ -219,6 +227,20 @@ export async function renderPlanner(ctx, probeId) {
   form.addEventListener("change", schedule);
   form.addEventListener("submit", (e) => { e.preventDefault(); schedule(); });
 
+  function renderAdvice(advice) {
+    adviceBox.hidden = !advice;
+    if (!advice) return;
+    adviceBox.dataset.regime = advice.regime;
+    const launch = h("a", { href: "#launch-card", class: "strong" }, "Launch that experiment");
+    launch.addEventListener("click", (event) => {
+      event.preventDefault();
+      launchCard.scrollIntoView({ behavior: "smooth" });
+    });
+    replace(adviceBox,
+      h("strong", null, `Regime: ${advice.regime.replace("_", " ")}. `), advice.profile, " ",
+      h("p", null, advice.prediction), h("p", { class: "muted small" }, advice.test, " ", launch, "."));
+  }
+
   function renderPreview(r) {
     const agreement = r.difficulty_basis === "agreement";
     nPicked.textContent = fmt.int(r.n);
@@ -233,6 +255,7 @@ export async function renderPlanner(ctx, probeId) {
     warning.textContent = r.warning || "";
     caveat.hidden = !r.caveat;
     caveat.textContent = r.caveat || "";
+    renderAdvice(r.advice);
     if (!subsetName.dataset.touched) subsetName.value = `${r.strategy || strategy.value}-${r.n}`;
     renderFigure(figure, r.figure);
     renderComparison(r.comparison || [], r.strategy || strategy.value, agreement);
@@ -387,9 +410,15 @@ export async function renderPlanner(ctx, probeId) {
       return;
     }
     const b = body();
+    const seedText = experimentSeeds.value.trim();
+    const seeds = seedText ? seedText.split(/[\s,]+/).filter(Boolean).map(Number) : null;
+    if (seeds && seeds.some((x) => !Number.isInteger(x) || x < 0)) {
+      reportError(new Error(`Seeds "${seedText}": write whole numbers ≥ 0 separated by commas, e.g. 0, 1, 2.`));
+      return;
+    }
     const json = {
       probe_id: b.probe_id, budget: b.budget, strategies, name: experimentName.value.trim() || null,
-      ...training.request(), band_low: b.band_low, band_high: b.band_high,
+      ...training.request(), band_low: b.band_low, band_high: b.band_high, ...(seeds ? { seeds } : {}),
     };
     launchButton.disabled = true;
     try {

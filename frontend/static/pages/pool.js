@@ -82,8 +82,10 @@ export async function renderPool(ctx, poolId) {
   const histogram = h("div", { id: "difficulty-histogram", "data-testid": "difficulty-histogram", class: "plot" });
   const summary = h("div", { id: "difficulty-summary", class: "stats" });
   const trust = trustPanel(ctx, { testid: "trust" });
+  // Why the never-solved prompts (the hard picks) fail: shown for probes with gold answers.
+  const failuresBox = h("div", { id: "failures", "data-testid": "failures", hidden: true });
   const difficultyCard = card("Difficulty", { id: "difficulty-card", actions: planLink, subtitle: "How often the model solves each prompt across its k samples." },
-    summary, histogram,
+    summary, histogram, failuresBox,
     h("h3", null, "Can label-free difficulty be trusted?"),
     h("p", { class: "muted small" }, "How far answer agreement (no labels needed) ranks prompts like pass rate does, on labeled prompts, "
       + "and how many of the hardest 10% by pass rate the hardest 10% by agreement would find."),
@@ -413,6 +415,30 @@ export async function renderPool(ctx, poolId) {
         stat("prompts scored", fmt.int(s.count), { id: "summary-count" }));
       renderFigure(histogram, result.figure);
       if (!result.partial) trust.load(probe);
+      if (!result.partial && !labelFree) loadFailures(probe);
+      else failuresBox.hidden = true;
+    } catch (err) {
+      reportError(err);
+    }
+  }
+
+  async function loadFailures(probe) {
+    try {
+      const f = await api(`/api/probes/${probe.id}/failures`);
+      if (!ctx.alive || state.scoredProbeId !== probe.id) return;
+      failuresBox.hidden = f.never_solved === 0;
+      const p = f.prompts;
+      replace(failuresBox,
+        h("h3", null, `Why the ${fmt.int(f.never_solved)} never-solved prompts fail`),
+        h("div", { class: "stats" },
+          stat("likely label errors", fmt.int(p.label_error), { id: "failures-label-error" }),
+          stat(`mostly no answer (none, or cut off at ${f.max_new_tokens} tokens)`, fmt.int(p.no_answer), { id: "failures-no-answer" }),
+          stat("wrong, scattered answers", fmt.int(p.wrong_answer), { id: "failures-wrong" })),
+        f.label_error_examples.length ? h("details", { id: "failures-examples" },
+          h("summary", null, "Likely label errors: the samples agree on another answer than the gold"),
+          h("ul", { class: "link-list" }, f.label_error_examples.map((x) => h("li", null,
+            h("span", { class: "mono" }, x.external_id), ` · gold ${x.gold} · ${fmt.pct(x.agreement, 0)} of samples say ${x.majority_answer} · `,
+            h("span", { class: "muted" }, x.text))))) : null);
     } catch (err) {
       reportError(err);
     }
