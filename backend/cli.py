@@ -201,8 +201,8 @@ def pool_import(
 
 @app.command()
 @_app_errors
-def demo(held_out: bool = typer.Option(False, help="Create the 60-problem held-out pool to evaluate on.")) -> None:
-    """Create the demo pool: about 200 arithmetic word problems of graded difficulty."""
+def demo(held_out: bool = typer.Option(False, help="Create the 180-problem held-out pool to evaluate on.")) -> None:
+    """Create the demo pool: 200 one-step number tasks in nine families the embedded model sometimes solves."""
     from backend.pools.service import create_demo_pool
 
     _prepare()

@@ -8,9 +8,12 @@
 - Custom template: any text containing ``{prompt}``, which is replaced by the question (a plain
   substitution, so other braces such as ``\\boxed{}`` are fine). The result is given to the model
   as is, without the chat template, so the user controls the whole input.
+- User-turn template: a custom template that starts with ``{chat}``: the rest, filled the same way, is the
+  one user message, rendered through the model's chat template (no system message of ours). The paper
+  preset's prompt is one: the question, then "Put your final answer within \\boxed{}.".
 - Chat-template options: keyword arguments for ``tokenizer.apply_chat_template`` stored with the probe,
   e.g. ``{"enable_thinking": false}`` for a template that thinks by default (Qwen3). They only act on
-  the chat template, so they cannot be combined with a custom template.
+  the chat template, so they combine with the default and with a user-turn template, not with a custom one.
 
 Probing, training and evaluation all render through ``render_prompt`` with the probe's template and
 options (a ``PromptFormat``), so the policy is trained and evaluated on the prompt it was probed with.
@@ -26,6 +29,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 PLACEHOLDER = "{prompt}"
+CHAT_MARKER = "{chat}"  # a template starting with it is the user turn, rendered through the chat template
+# Hard Examples Are All You Need's prompt: one user turn, the question, then the boxed-answer instruction.
+PAPER_TEMPLATE = CHAT_MARKER + PLACEHOLDER + "\nPut your final answer within \\boxed{}."
+PAPER_CHOICE_TEMPLATE = CHAT_MARKER + PLACEHOLDER + "\nPut your final answer within \\boxed{(X)}."  # BBH
 SYSTEM_MESSAGE = "You are a careful assistant who solves problems step by step."
 ANSWER_INSTRUCTION = "Reason briefly, then give the final answer in \\boxed{}."
 MAX_CHAT_OPTIONS = 20
@@ -84,9 +91,11 @@ def check_chat_template_options(options: Any, template: str | None = None) -> di
             problems.append(f"chat_template_options value of '{key}' must be a finite number")
         elif isinstance(value, str) and len(value) > MAX_OPTION_TEXT:
             problems.append(f"chat_template_options value of '{key}' is longer than {MAX_OPTION_TEXT} characters")
-    if check_template(template) is not None:
+    template = check_template(template)
+    if template is not None and not template.startswith(CHAT_MARKER):
         problems.append("chat_template_options act on the model's chat template, which a custom template "
-                        "replaces; leave the template empty or remove the options")
+                        "replaces; leave the template empty, start it with {chat} (it is then the user turn of "
+                        "the chat template), or remove the options")
     if problems:
         raise ValueError("; ".join(problems) + ".")
     return dict(options)
@@ -121,16 +130,25 @@ def render_prompt(tokenizer: Any, question: str, template: str | None = None,
     ``apply_chat_template`` as keyword arguments (a tokenizer without a chat template has none to use).
     """
     template = check_template(template)
+    if template is not None and template.startswith(CHAT_MARKER):
+        content = fill_template(template[len(CHAT_MARKER):], question)
+        if getattr(tokenizer, "chat_template", None):
+            return tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
+                                                 add_generation_prompt=True, **dict(chat_template_options or {}))
+        return _with_bos(tokenizer, content + "\n")  # no chat template: the user turn as plain text
     if template is not None:
-        text = fill_template(template, question)
-        bos = getattr(tokenizer, "bos_token", None)
-        if bos and _adds_bos(tokenizer) and not text.startswith(bos):
-            text = bos + text
-        return text
+        return _with_bos(tokenizer, fill_template(template, question))
     if getattr(tokenizer, "chat_template", None):
         return tokenizer.apply_chat_template(default_messages(question), tokenize=False,
                                              add_generation_prompt=True, **dict(chat_template_options or {}))
     return f"{question.strip()}\n\n{ANSWER_INSTRUCTION}\n"
+
+
+def _with_bos(tokenizer: Any, text: str) -> str:
+    bos = getattr(tokenizer, "bos_token", None)
+    if bos and _adds_bos(tokenizer) and not text.startswith(bos):
+        text = bos + text
+    return text
 
 
 def render_prompts(tokenizer: Any, questions: Sequence[str], template: str | None = None,

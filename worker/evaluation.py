@@ -1,10 +1,11 @@
 """Evaluation of the policy (base + LoRA adapter) during and after training.
 
-- ``EvaluationCallback``: greedy accuracy on the held-out pool at step 0 (the base model: the adapter
-  starts as a no-op), every ``eval_every`` steps and at the last step, written to ``run_metric`` as
-  ``eval/accuracy`` (and ``eval/samples``). The runs of one experiment share the model, the evaluation
-  prompts and their rendering, so greedy decoding gives them the same step-0 accuracy: a run whose
-  sibling already measured it copies it (and records which run, as ``eval/base_from_run``).
+- ``EvaluationCallback``: accuracy on the held-out pool at step 0 (the base model: the adapter starts as a
+  no-op), every ``eval_every`` steps and at the last step, written to ``run_metric`` as ``eval/accuracy``
+  (and ``eval/samples``): greedy, or one sample per prompt at ``eval_temperature`` (the paper's). The runs
+  of one experiment share the model, the evaluation prompts and their rendering, so greedy decoding gives
+  them the same step-0 accuracy: a run whose sibling already measured it copies it (and records which run,
+  as ``eval/base_from_run``).
 - ``evaluate_ood``: pass@k on out-of-distribution pools after training, for the trained policy and
   the base model (adapter disabled), as ``ood/<pool>/pass@k`` and ``ood/<pool>/base_pass@k``.
 """
@@ -31,8 +32,9 @@ except ImportError:  # pragma: no cover
 ACCURACY_KEY = "eval/accuracy"
 SAMPLES_KEY = "eval/samples"
 BASE_FROM_KEY = "eval/base_from_run"
-# Sequences per generate() call: on the CPU a call of 64 short sequences costs about what one of 16 does.
-EVAL_BATCH = 64
+# Sequences per generate() call: on the CPU a call of 64 short sequences costs about what one of 16 does; on
+# a GPU the batch is kept at 16 so long completions of a larger model fit in memory.
+CPU_EVAL_BATCH, GPU_EVAL_BATCH = 64, 16
 
 SessionFactory = Callable[[], AbstractContextManager[Session]]
 
@@ -69,11 +71,13 @@ def _generate(model, tokenizer, questions: list[str], per_call: int, prompt_form
 @contextmanager
 def _merged(model):
     """The LoRA adapter merged into the base weights while generating (the same function): the 135M model
-    on a CPU then generates about 3x faster than through PEFT's per-layer adapter wrappers. Not for a
-    quantized base, whose weights cannot take the merge, nor while the adapter is disabled."""
-    if not hasattr(model, "merge_adapter") or getattr(model, "is_loaded_in_4bit", False) \
-            or getattr(model, "is_loaded_in_8bit", False):
-        yield
+    on a CPU then generates about 3x faster than through PEFT's per-layer adapter wrappers. Only for float32
+    weights (the CPU case): in bf16 the merge loses most of the small delta and unmerging drifts the base;
+    not while the adapter is disabled either."""
+    import torch
+
+    if not hasattr(model, "merge_adapter") or next(model.parameters()).dtype != torch.float32:
+        yield  # bf16 cannot hold the small LoRA delta (and unmerging would drift the base), nor can 4-bit
         return
     from peft.tuners.tuners_utils import BaseTunerLayer
 
@@ -87,10 +91,14 @@ def _merged(model):
         model.unmerge_adapter()
 
 
+def _eval_batch(model) -> int:
+    return GPU_EVAL_BATCH if model.device.type == "cuda" else CPU_EVAL_BATCH
+
+
 def greedy_completions(model, tokenizer, questions: list[str], max_new_tokens: int,
                        prompt_format: PromptFormat = PromptFormat(), on_batch=None) -> list[str]:
-    return _generate(model, tokenizer, questions, EVAL_BATCH, prompt_format, on_batch, max_new_tokens=max_new_tokens,
-                     do_sample=False)
+    return _generate(model, tokenizer, questions, _eval_batch(model), prompt_format, on_batch,
+                     max_new_tokens=max_new_tokens, do_sample=False)
 
 
 def sampled_completions(model, tokenizer, questions: list[str], *, k: int, max_new_tokens: int, temperature: float,
@@ -99,7 +107,7 @@ def sampled_completions(model, tokenizer, questions: list[str], *, k: int, max_n
     import torch
 
     torch.manual_seed(seed)
-    texts = _generate(model, tokenizer, questions, max(1, EVAL_BATCH // k), prompt_format, on_batch,
+    texts = _generate(model, tokenizer, questions, max(1, _eval_batch(model) // k), prompt_format, on_batch,
                       max_new_tokens=max_new_tokens, do_sample=True, temperature=temperature, top_k=0, top_p=1.0,
                       num_return_sequences=k)
     return [texts[i:i + k] for i in range(0, len(texts), k)]
@@ -125,7 +133,8 @@ def ood_key(pool_id: int, k: int, *, base: bool = False) -> str:
 
 class EvaluationCallback(TrainerCallback):
     def __init__(self, run_id: int, ctx: TaskContext, prompts, *, every: int, max_new_tokens: int,
-                 prompt_format: PromptFormat, grading_policy: str, session_factory: SessionFactory = session_scope):
+                 prompt_format: PromptFormat, grading_policy: str, temperature: float = 0.0, seed: int = 0,
+                 session_factory: SessionFactory = session_scope):
         self.run_id = run_id
         self.ctx = ctx
         self.prompts = prompts  # worker.training.PromptSet
@@ -133,18 +142,25 @@ class EvaluationCallback(TrainerCallback):
         self.grading_policy = grading_policy
         self.every = every
         self.max_new_tokens = max_new_tokens
+        self.temperature = temperature  # 0: greedy
+        self.seed = seed
         self.session_factory = session_factory
         self.done_steps: set[int] = set()
 
     def evaluate(self, step: int, model, tokenizer) -> float:
-        if step == 0 and (copied := self._sibling_base()) is not None:
+        if step == 0 and not self.temperature and (copied := self._sibling_base()) is not None:
             self.done_steps.add(step)
             return copied
         questions = list(self.prompts.questions)
         self.ctx.beat(message=f"evaluating at step {step} on {len(questions)} held-out prompts")
-        value = accuracy(greedy_completions(model, tokenizer, questions, self.max_new_tokens, self.prompt_format,
-                                            on_batch=self.ctx.beat),
-                         self.prompts, self.grading_policy)
+        if self.temperature:  # one sample per prompt (the paper's evaluation), seeded per step
+            completions = [group[0] for group in sampled_completions(
+                model, tokenizer, questions, k=1, max_new_tokens=self.max_new_tokens, temperature=self.temperature,
+                seed=self.seed + step, prompt_format=self.prompt_format, on_batch=self.ctx.beat)]
+        else:
+            completions = greedy_completions(model, tokenizer, questions, self.max_new_tokens, self.prompt_format,
+                                             on_batch=self.ctx.beat)
+        value = accuracy(completions, self.prompts, self.grading_policy)
         with self.session_factory() as session:
             replace_metrics(session, self.run_id, step, {ACCURACY_KEY: value, SAMPLES_KEY: float(len(questions))})
         self.done_steps.add(step)

@@ -291,7 +291,9 @@ def _fit(ctx: TaskContext, work: TrainingWork) -> str:
         callbacks.insert(0, EvaluationCallback(run_id, ctx, work.evaluation, every=work.settings.eval_every,
                                                max_new_tokens=work.settings.max_completion_length,
                                                prompt_format=work.prompt_format,
-                                               grading_policy=work.grading_policy))
+                                               grading_policy=work.grading_policy,
+                                               temperature=work.settings.eval_temperature,
+                                               seed=work.settings.seed))
     trainer = build_trainer(work, callbacks)
     trainer.train()
     if callback.stopped or not _going_on(ctx, work, callback.last_step):
@@ -300,7 +302,8 @@ def _fit(ctx: TaskContext, work: TrainingWork) -> str:
         from worker.evaluation import evaluate_ood
 
         evaluate_ood(run_id, ctx, trainer.model, trainer.processing_class, work.ood, step=callback.last_step,
-                     k=work.settings.ood_k, max_new_tokens=work.settings.max_completion_length,
+                     k=work.settings.ood_k,
+                     max_new_tokens=work.settings.ood_max_new_tokens or work.settings.max_completion_length,
                      temperature=work.settings.temperature, seed=work.settings.seed,
                      prompt_format=work.prompt_format, grading_policy=work.grading_policy)
         if not _going_on(ctx, work, callback.last_step):

@@ -21,12 +21,14 @@ HOPELESS = 0.05  # mean pass rate below which the pool as a whole is beyond the 
 SATURATED = 0.5  # share of prompts always solved from which the pool is mostly too easy
 
 
-def regime_advice(summary: dict, forecasts: dict[str, float | None]) -> dict | None:
-    """``summary``: the probe's pass-rate summary (mean, share_at_0, share_at_1, count); ``forecasts``: the
-    predicted learnable share of each strategy's pick at the budget. None without pass rates."""
-    hard = forecasts.get("hard")
+def regime_advice(summary: dict, rows: list[dict]) -> dict | None:
+    """``summary``: the probe's pass-rate summary (mean, share_at_0, share_at_1, count); ``rows``: each
+    strategy's pick at the budget (strategy, predicted_learnable_share, mean_pass_rate). None without pass rates."""
+    forecasts = {row["strategy"]: row["predicted_learnable_share"] for row in rows}
+    hard, easy = forecasts.get("hard"), forecasts.get("easy")
     if not summary.get("count") or hard is None or summary.get("mean") is None:
         return None
+    hard_pass = next((row["mean_pass_rate"] for row in rows if row["strategy"] == "hard"), None)
     never, always, mean = summary["share_at_0"], summary["share_at_1"], summary["mean"]
     best = max((s for s in forecasts if forecasts[s] is not None and s != "all"), key=lambda s: forecasts[s])
     profile = (f"Mean pass rate {mean:.2f}; {never:.0%} of the prompts never solved, {always:.0%} always solved. "
@@ -41,9 +43,14 @@ def regime_advice(summary: dict, forecasts: dict[str, float | None]) -> dict | N
             "all wrong, and GRPO learns nothing from them. Limits of Difficulty Scaling predicts hard gains "
             f"little here, and {best} or easier tiers reach the same accuracy in fewer steps.")
     else:
+        reach = ("The hardest picks were never solved in k samples, but prompts like them sometimes are (the "
+                 "forecast reads the whole pool's profile), so they likely carry signal." if hard_pass == 0 else
+                 f"The model sometimes solves even the hardest picks (mean pass rate {hard_pass:.2f}), so they "
+                 "carry signal.")
+        easy_note = (" and easy gains least (its picks are mostly solved already, less signal)"
+                     if easy is not None and easy < hard else "")
         regime, prediction = "within_reach", (
-            "The model sometimes solves even the hardest picks, so they carry signal. Hard Examples Are All You "
-            "Need predicts hard beats easy at this budget, and easy gains least (its prompts are mostly solved).")
+            f"{reach} Hard Examples Are All You Need predicts hard beats easy at this budget{easy_note}.")
     return {"regime": regime, "profile": profile, "prediction": prediction,
             "test": "A prediction, not a verdict: training moves pass rates. Test it with an experiment comparing "
                     f"hard, easy, random and {best if best not in ('hard', 'easy', 'random') else 'learnable'}."}

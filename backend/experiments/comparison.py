@@ -64,6 +64,7 @@ class RunSummary:
     steps: int
     base_samples: int | None = None  # evaluation prompts behind the base and final accuracies
     final_samples: int | None = None
+    best_accuracy: float | None = None  # the highest evaluated accuracy after step 0 (the paper reports it too)
 
 
 def summarize_run(series: dict[str, dict[str, list]]) -> RunSummary:
@@ -80,7 +81,7 @@ def summarize_run(series: dict[str, dict[str, list]]) -> RunSummary:
     measured = math.fsum(shares) / len(shares) if shares else None
     gain = final - base if final is not None and base is not None else None
     return RunSummary(base, final, gain, learnable_pct, measured, len(shares), _count(samples.get(0)),
-                      _count(samples.get(final_step)))
+                      _count(samples.get(final_step)), max((accuracy[s] for s in later), default=None))
 
 
 def _count(value: float | None) -> int | None:

@@ -1,10 +1,10 @@
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, Field
 
 from backend.curation.strategies import STRATEGIES
-from backend.params import BodyId
+from backend.params import INT32_MAX, BodyId
 from backend.probes.tables import Probe
 from backend.runs.schemas import RunRead
 from backend.runs.settings import PRESETS
@@ -27,7 +27,7 @@ class ExperimentCreate(BaseModel):
     settings: dict[str, Any] = Field(default_factory=dict, description="TrainingSettings shared by every run")
     allow_other_model: bool = Field(False, description="Train settings.model although the probe used another model "
                                                        "(the difficulty forecast then does not apply)")
-    seeds: list[int] | None = Field(
+    seeds: list[Annotated[int, Field(ge=0, le=INT32_MAX)]] | None = Field(
         None, min_length=1, max_length=10,
         description="Repeat every strategy once per seed (the seed breaks the subset's ties and seeds training), "
                     "so the comparison shows each strategy's mean with a 95% interval; default: settings.seed once")
@@ -81,6 +81,7 @@ class CompareRow(BaseModel):
     base_accuracy: float | None
     final_accuracy: float | None
     gain: float | None
+    best_accuracy: float | None = Field(None, description="The highest evaluated accuracy after step 0")
     base_accuracy_interval: tuple[float, float] | None = Field(None, description=_WILSON.format("base"))
     final_accuracy_interval: tuple[float, float] | None = Field(None, description=_WILSON.format("final"))
     eval_samples: int | None = Field(None, description="Held-out prompts behind the final accuracy")
@@ -111,13 +112,18 @@ class CompareRow(BaseModel):
     seed: int
     settings: dict[str, Any]
     library_versions: dict[str, str]
+    cost: dict[str, Any] | None = Field(
+        None, description="labels and label_cost (× the money budget's cost per prompt, else the pool's cost per "
+                          "label); probe_samples, probe_tokens_at_most and probe_seconds (0 for random and all, "
+                          "which pick without the probe); training_seconds (sum of step times); compute_hours; "
+                          "device; gain_per_label_cost and gain_per_compute_hour")
 
 
 class StrategySummary(BaseModel):
     """A strategy's runs over seeds: means with 95% t intervals (null intervals with a single run)."""
 
     strategy: str
-    runs: int = Field(description="Runs with a final accuracy, one per seed")
+    runs: int = Field(description="Succeeded runs, one per seed")
     final_accuracy: float | None
     final_accuracy_interval: tuple[float, float] | None
     gain: float | None

@@ -3,6 +3,7 @@ settings and seed; and their comparison. The caller commits, then enqueues the r
 
 from __future__ import annotations
 
+import math
 import re
 
 from sqlmodel import Session, select
@@ -20,6 +21,7 @@ from backend.experiments.comparison import (
     steps_to_reach,
     summarize_run,
 )
+from backend.experiments.costs import strategy_cost
 from backend.experiments.schemas import CompareRow, Comparison, ExperimentCreate, ExperimentRead, StrategySummary
 from backend.experiments.statistics import (
     accuracy_interval,
@@ -63,8 +65,8 @@ def create_experiment(session: Session, body: ExperimentCreate) -> tuple[Experim
     probe = get_probe(session, body.probe_id)
     settings = runs.resolve_settings(body.preset, body.settings, probe, allow_other_model=body.allow_other_model)
     seeds = body.seeds or [settings.seed]
-    if len(set(seeds)) != len(seeds) or min(seeds) < 0:
-        raise AppError(422, f"seeds {seeds}: list each seed once, each a whole number ≥ 0.")
+    if len(set(seeds)) != len(seeds):
+        raise AppError(422, f"seeds {seeds}: list each seed once.")
     require_finished(session, probe)
     pool = session.get(Pool, probe.pool_id)
     experiment = Experiment(name="", probe_id=probe.id, pool_id=probe.pool_id, budget_kind=body.budget.kind,
@@ -192,15 +194,17 @@ def compare(session: Session, experiment: Experiment) -> Comparison:
                                                 for step, value in zip(acc["steps"], acc["values"], strict=True)]
         share = series.get(LEARNABLE, {"steps": [], "values": []})
         learnable_lines.append((name, share["steps"], running_mean(share["values"])))
-    _flag_within_noise_of_best(rows)
-    finals = [row.final_accuracy for row in rows if row.final_accuracy is not None]
-    if finals and max(finals) > 0:
+    # A running or failed run's latest evaluation is not a final accuracy: only succeeded runs are compared.
+    finished = [row for row in rows if row.status == JobStatus.succeeded.value and row.final_accuracy is not None]
+    _flag_within_noise_of_best(finished)
+    if finished and (best := max(row.final_accuracy for row in finished)) > 0:
         for row, series in zip(rows, all_series, strict=True):
-            row.steps_to_95 = steps_to_reach(series, 0.95 * max(finals))
-        baseline = next((row.steps_to_95 for row in rows if row.strategy == WHOLE_POOL), None)
-        for row in rows:
-            if baseline and row.steps_to_95 is not None:
-                row.steps_share_of_all = row.steps_to_95 / baseline
+            if row in finished:
+                row.steps_to_95 = steps_to_reach(series, 0.95 * best)
+        baselines = [row.steps_to_95 for row in finished if row.strategy == WHOLE_POOL and row.steps_to_95]
+        for row in finished:  # over seeds, the all runs' mean
+            if baselines and row.steps_to_95 is not None:
+                row.steps_share_of_all = row.steps_to_95 / (sum(baselines) / len(baselines))
     points, scatter_runs = _scatter_points(session, experiment, rows)
     xs, ys = [p["x"] for p in points], [p["y"] for p in points]
     fit = linear_fit(xs, ys)
@@ -213,15 +217,15 @@ def compare(session: Session, experiment: Experiment) -> Comparison:
         "scatter": gain_scatter(points, fit.as_dict()),
     }
     return Comparison(experiment_id=experiment.id, figures=figures, table=rows, scatter_runs=scatter_runs,
-                      strategies=summarize_strategies(rows),
+                      strategies=summarize_strategies(finished),
                       fit={**fit.as_dict(), "r2_interval": intervals["r2"], "slope_interval": intervals["slope"]})
 
 
 def summarize_strategies(rows: list[CompareRow]) -> list[StrategySummary]:
-    """Each strategy's evaluated runs (one per seed): means with 95% t intervals."""
+    """Each strategy's succeeded runs (one per seed): means with 95% t intervals."""
     summaries = []
     for strategy in dict.fromkeys(row.strategy for row in rows):
-        done = [row for row in rows if row.strategy == strategy and row.final_accuracy is not None]
+        done = [row for row in rows if row.strategy == strategy]
         final, final_interval = _mean([row.final_accuracy for row in done])
         gain, gain_interval = _mean([row.gain for row in done])
         learnable, learnable_interval = _mean([row.learnable_pct for row in done])
@@ -239,8 +243,8 @@ def _mean(values: list[float | None]) -> tuple[float | None, tuple[float, float]
 
 
 def _flag_within_noise_of_best(rows: list[CompareRow]) -> None:
-    """Mark each evaluated run whose final accuracy cannot be told apart from the best run's."""
-    evaluated = [row for row in rows if row.final_accuracy is not None and row.eval_samples]
+    """Mark each evaluated run of ``rows`` whose final accuracy cannot be told apart from the best run's."""
+    evaluated = [row for row in rows if row.eval_samples]
     if not evaluated:
         return
     best = max(evaluated, key=lambda row: row.final_accuracy)
@@ -259,10 +263,19 @@ def _compare_row(session: Session, run: Run) -> tuple[CompareRow, dict]:
     gain_interval = (difference_interval(base, base_n, final, final_n)
                      if summary.gain is not None and base_n and final_n else None)
     predicted, measured = subset.predicted_learnable_share, summary.measured_learnable_share
+    probe, pool = session.get(Probe, subset.probe_id), session.get(Pool, subset.pool_id)
+    step_times = series.get("step_time", {}).get("values", [])
+    cost = strategy_cost(
+        strategy=subset.strategy, labels=subset.n,
+        price_per_label=subset.cost_per_prompt if subset.cost_per_prompt is not None else pool.cost_per_label,
+        probe_samples=probe.prompt_count * probe.k, probe_max_new_tokens=probe.max_new_tokens,
+        probe_samples_per_second=probe.samples_per_second, training_seconds=math.fsum(step_times) or None,
+        gain=summary.gain, device=(run.library_versions or {}).get("device"))
     row = CompareRow(
         run_id=run.id, experiment_id=run.experiment_id, strategy=subset.strategy,
         status=runs.run_job(session, run).status,
         n=subset.n, base_accuracy=summary.base_accuracy, final_accuracy=summary.final_accuracy, gain=summary.gain,
+        best_accuracy=summary.best_accuracy,
         base_accuracy_interval=accuracy_interval(base, base_n) if base is not None and base_n else None,
         final_accuracy_interval=accuracy_interval(final, final_n) if final is not None and final_n else None,
         eval_samples=final_n, gain_interval=gain_interval,
@@ -272,7 +285,7 @@ def _compare_row(session: Session, run: Run) -> tuple[CompareRow, dict]:
         predicted_learnable_share_low=subset.predicted_learnable_share_low,
         predicted_learnable_share_high=subset.predicted_learnable_share_high,
         measured_learnable_share=summary.measured_learnable_share, ood=ood, ood_base=ood_base, subset_id=subset.id,
-        seed=run.seed, settings=run.settings, library_versions=run.library_versions)
+        seed=run.seed, settings=run.settings, library_versions=run.library_versions, cost=cost)
     return row, series
 
 

@@ -20,6 +20,7 @@ from backend.curation.scores import wilson_interval
 from backend.experiments.comparison import linear_fit
 
 Interval = tuple[float, float]
+MIN_BOOTSTRAP_POINTS = 8
 
 
 def accuracy_interval(accuracy: float, samples: int) -> Interval:
@@ -60,15 +61,18 @@ def excludes_zero(interval: Interval | None) -> bool:
 def bootstrap_fit(xs: list[float], ys: list[float], *, resamples: int = 2000,
                   seed: int = 0) -> dict[str, Interval | None]:
     """95% percentile-bootstrap intervals of the least-squares fit's R² and slope, resampling the points;
-    None with fewer than 3 points (a resample of 2 points fits them exactly). Resamples where the fit is
-    undefined (all x equal, or all y equal for R²) are skipped."""
-    if len(xs) < 3:
+    None with fewer than ``MIN_BOOTSTRAP_POINTS`` points: resamples of a few points often hold two distinct
+    x values, which a line fits exactly (R² = 1), so the interval would say nothing. Resamples with fewer
+    than 3 distinct x, or an undefined fit, are skipped."""
+    if len(xs) < MIN_BOOTSTRAP_POINTS:
         return {"r2": None, "slope": None}
     rng = random.Random(seed)
     points = list(zip(xs, ys, strict=True))
     r2s, slopes = [], []
     for _ in range(resamples):
         sample = [points[rng.randrange(len(points))] for _ in points]
+        if len({x for x, _ in sample}) < 3:
+            continue
         fit = linear_fit([x for x, _ in sample], [y for _, y in sample])
         if fit.slope is not None:
             slopes.append(fit.slope)

@@ -309,8 +309,8 @@ def create_demo_pool(session: Session, *, count: int = DEMO_COUNT, seed: int = D
     """The generated demo pool (backend.pools.demo): 200 one-step number tasks in nine families of graded
     difficulty, numeric answers.
 
-    ``held_out``: 180 other problems of the same families (none shared with the demo pool) to evaluate
-    training runs on."""
+    ``held_out``: 180 other problems of the same families (none the same as a demo-pool one, even with its
+    numbers reordered) to evaluate training runs on."""
     problems = held_out_problems() if held_out else demo_problems(count, seed)
     pool = Pool(name=HELD_OUT_POOL_NAME if held_out else DEMO_POOL_NAME, task_type="numeric", has_answers=True,
                 prompt_count=len(problems),

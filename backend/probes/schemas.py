@@ -8,12 +8,15 @@ from backend.jobs.schemas import JobRead
 from backend.params import INT32_MAX, BodyId
 from backend.pools.demo import DEMO_TEMPLATE
 from backend.pools.tables import Pool
+from backend.prompting import PAPER_TEMPLATE
 from backend.settings import DEFAULT_MODEL
 
-# Hard Examples Are All You Need probed with k = 10 at temperature 1.0, 250 new tokens, and counted only
-# the last \boxed{} answer, exactly matched.
+# Hard Examples Are All You Need probed with k = 10 at temperature 1.0 (top-p 1: our engines never truncate),
+# 250 new tokens, and counted only the last \boxed{} answer, exactly matched (docs/paper-protocol.md).
 PROBE_PRESETS: dict[str, dict[str, Any]] = {
-    "paper": {"k": 10, "temperature": 1.0, "max_new_tokens": 250, "grading_policy": "strict"},
+    # One user turn ending "Put your final answer within \boxed{}." (for a choice pool such as BBH's, "\boxed{(X)}").
+    "paper": {"k": 10, "temperature": 1.0, "max_new_tokens": 250, "template": PAPER_TEMPLATE,
+              "grading_policy": "strict"},
     # The demo pool on the embedded model (backend.pools.demo): its answers are a few tokens, and at 0.7 the
     # 135M model's samples are less noisy than at 1.0 while most prompts stay between never and always solved.
     "demo": {"k": 8, "temperature": 0.7, "max_new_tokens": 16, "template": DEMO_TEMPLATE, "grading_policy": "lenient"},
@@ -39,9 +42,10 @@ class ProbeCreate(BaseModel):
         "lenient", description="strict: only the last \\boxed{} answer, matched exactly (the paper); lenient: "
                                "also unboxed final answers. Training rewards and evaluation use the probe's policy.")
     preset: Literal["paper", "demo"] | None = Field(
-        None, description="paper: k = 10, temperature 1.0, 250 new tokens, strict grading; demo (the demo pool on "
-                          "the embedded model): k = 8, temperature 0.7, 16 new tokens, a terse ChatML template, "
-                          "lenient grading; fields given explicitly override it")
+        None, description="paper: k = 10, temperature 1.0, 250 new tokens, one user turn ending \"Put your final "
+                          "answer within \\boxed{}.\" (\\boxed{(X)} for a choice pool), strict grading; demo "
+                          "(the demo pool on the embedded model): k = 8, temperature 0.7, 16 new tokens, a terse "
+                          "ChatML template, lenient grading; fields given explicitly override it")
 
     @model_validator(mode="after")
     def _apply_preset(self) -> "ProbeCreate":

@@ -17,7 +17,7 @@ from backend.pools.tables import Pool, Prompt
 from backend.probes.kind import PROBE
 from backend.probes.schemas import ProbeCreate, ProbeRead, PromptSamples
 from backend.probes.tables import Probe, ProbeShard, PromptScore, Sample
-from backend.prompting import check_chat_template_options, check_template
+from backend.prompting import PAPER_CHOICE_TEMPLATE, PAPER_TEMPLATE, check_chat_template_options, check_template
 
 
 def check_probe_settings(body: ProbeCreate) -> None:
@@ -50,9 +50,12 @@ def create_probe(session: Session, body: ProbeCreate, shard_size: int) -> Probe:
     if pool.prompt_count == 0:
         raise AppError(409, f"Pool {pool.id} has no prompts to probe; upload a file with prompts first.")
     shard_size = shard_size_for(pool.prompt_count, shard_size)
+    template = body.template
+    if template == PAPER_TEMPLATE and pool.task_type == "choice":  # the paper asked BBH for \boxed{(X)}
+        template = PAPER_CHOICE_TEMPLATE
     job = create_job(session, "probe", total=pool.prompt_count)
     probe = Probe(pool_id=pool.id, job_id=job.id, model=model, k=body.k, temperature=body.temperature,
-                  max_new_tokens=body.max_new_tokens, template=body.template,
+                  max_new_tokens=body.max_new_tokens, template=template,
                   chat_template_options=body.chat_template_options, grading_policy=body.grading_policy, seed=body.seed,
                   label_free=not pool.has_answers, shard_size=shard_size, prompt_count=pool.prompt_count)
     session.add(probe)
@@ -125,16 +128,17 @@ def failures(session: Session, probe: Probe, examples: int = 10) -> dict:
     unanswered = (select(Sample.prompt_id, func.count().label("n")).where(Sample.probe_id == probe.id,
                                                                           Sample.extracted_answer.is_(None))
                   .group_by(Sample.prompt_id).subquery())
-    rows = session.exec(
-        select(PromptScore.k, PromptScore.agreement, PromptScore.majority_answer,
-               func.coalesce(unanswered.c.n, 0), Prompt.external_id, Prompt.text, Prompt.gold)
-        .join(Prompt, Prompt.id == PromptScore.prompt_id)
+    rows = session.exec(  # four numbers a prompt; the texts only for the examples shown
+        select(PromptScore.prompt_id, PromptScore.k, PromptScore.agreement, PromptScore.majority_answer,
+               func.coalesce(unanswered.c.n, 0))
         .outerjoin(unanswered, unanswered.c.prompt_id == PromptScore.prompt_id)
         .where(PromptScore.probe_id == probe.id, PromptScore.correct_count == 0)).all()
-    prompts = [NeverSolved(k, agreement, majority, missing) for k, agreement, majority, missing, *_ in rows]
-    suspects = sorted((row for row, prompt in zip(rows, prompts, strict=True)
-                       if failure_kind(prompt) == "label_error"), key=lambda row: -row[1])
-    return {**breakdown(prompts), "max_new_tokens": probe.max_new_tokens,
-            "label_error_examples": [{"external_id": external_id, "text": text, "gold": gold,
-                                      "majority_answer": majority, "agreement": agreement}
-                                     for _k, agreement, majority, _n, external_id, text, gold in suspects[:examples]]}
+    prompts = {prompt_id: NeverSolved(k, agreement, majority, missing)
+               for prompt_id, k, agreement, majority, missing in rows}
+    suspects = sorted((pid for pid, p in prompts.items() if failure_kind(p) == "label_error"),
+                      key=lambda pid: (-prompts[pid].agreement, pid))[:examples]
+    texts = {p.id: p for p in session.exec(select(Prompt).where(Prompt.id.in_(suspects)))}
+    return {**breakdown(list(prompts.values())), "max_new_tokens": probe.max_new_tokens,
+            "label_error_examples": [{"external_id": texts[pid].external_id, "text": texts[pid].text,
+                                      "gold": texts[pid].gold, "majority_answer": prompts[pid].majority_answer,
+                                      "agreement": prompts[pid].agreement} for pid in suspects]}

@@ -25,7 +25,8 @@ def _time_limits(session: Session, job: Job, args: dict) -> tuple[float, float]:
     training = s.max_steps * s.batch_size * s.max_completion_length * BACKWARD_COST
     evaluations = (s.max_steps // s.eval_every if s.eval_every else 0) + 2
     evaluation = (evaluations * s.eval_samples if s.eval_pool_id else 0) * s.max_completion_length
-    ood = 2 * len(s.ood_pool_ids) * s.ood_samples * s.ood_k * s.max_completion_length  # before and after
+    ood_tokens = s.ood_max_new_tokens or s.max_completion_length
+    ood = 2 * len(s.ood_pool_ids) * s.ood_samples * s.ood_k * ood_tokens  # before and after
     return limits_for_tokens(training + evaluation + ood)
 
 

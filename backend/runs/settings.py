@@ -12,7 +12,7 @@ mirror trl 1.x ``GRPOConfig.__post_init__`` and ``GRPOTrainer.__init__``:
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -33,6 +33,12 @@ class TrainingSettings(BaseModel):
     lora_target_modules: str | list[str] = Field(
         "all-linear", description='"all-linear" or a list of module names (never lm_head)')
     learning_rate: float = Field(5e-6, gt=0, le=1e-2)
+    lr_scheduler_type: Literal["linear", "cosine", "constant", "constant_with_warmup"] = Field(
+        "linear", description="Learning-rate schedule over max_steps")
+    warmup_ratio: float = Field(0.0, ge=0, le=0.5, description="Share of the steps the learning rate warms up over")
+    weight_decay: float = Field(0.0, ge=0, le=1.0, description="AdamW weight decay")
+    adam_beta2: float = Field(0.999, gt=0, lt=1, description="AdamW β2")
+    max_grad_norm: float = Field(1.0, gt=0, le=100, description="Gradient clipping norm")
     max_steps: int = Field(1000, ge=1, le=100_000, description="Optimizer steps")
     num_generations: int = Field(8, ge=2, le=64, description="Group size G: completions per prompt")
     batch_size: int = Field(8, ge=2, le=4096, description="Completions per optimizer step "
@@ -44,10 +50,14 @@ class TrainingSettings(BaseModel):
     eval_every: int = Field(0, ge=0, le=100_000, description="Evaluate every N steps (0: only at step 0 and the end)")
     eval_pool_id: Annotated[int, PoolIdValue] | None = Field(None, description="Held-out pool for evaluation")
     eval_samples: int = Field(100, ge=1, le=100_000, description="Prompts of the eval pool used")
+    eval_temperature: float = Field(0.0, ge=0, le=2.0, description="0: greedy evaluation; above 0: one sample per "
+                                                                   "prompt at this temperature (the paper: 1.0)")
     ood_pool_ids: list[Annotated[int, PoolIdValue]] = Field(default_factory=list, max_length=10,
                                     description="Out-of-distribution pools evaluated with pass@k after training")
     ood_k: int = Field(4, ge=1, le=64, description="Samples per OOD prompt for pass@k")
     ood_samples: int = Field(50, ge=1, le=10_000, description="Prompts of each OOD pool used")
+    ood_max_new_tokens: int | None = Field(None, ge=1, le=8192, description="New tokens per OOD sample; default "
+                                                                            "(null): max_completion_length")
     grading_policy: GradingPolicy | None = Field(
         None, description="How rewards and evaluation are graded: strict (last \\boxed{} only, exact) or lenient; "
                           "default (null): the probe's policy, the one its pass rates were measured with")
@@ -67,11 +77,17 @@ class TrainingSettings(BaseModel):
 
 
 PRESETS: dict[str, dict[str, Any]] = {
-    # Hard Examples Are All You Need: LoRA r=32 on all linear layers, lr 5e-6, G=8, 250 tokens, 1000 steps,
-    # a binary reward for the last \boxed{} answer only. No preset names a model: a run trains its probe's.
-    "paper": {"lora_rank": 32, "lora_alpha": 32, "lora_target_modules": "all-linear", "learning_rate": 5e-6,
+    # Hard Examples Are All You Need (Pikus, Tiwari, Ye, 2025), its training protocol: LoRA r = α = 32 on the
+    # attention and MLP projections, lr 5e-6 cosine with 10% warmup, weight decay 0.1, β2 0.99, gradient
+    # clipping 0.1, G = 8 with one prompt per step, 250 tokens, 1000 steps, a binary reward for the last
+    # \boxed{} answer only (docs/paper-protocol.md). No preset names a model: a run trains its probe's.
+    "paper": {"lora_rank": 32, "lora_alpha": 32,
+              "lora_target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+              "learning_rate": 5e-6, "lr_scheduler_type": "cosine", "warmup_ratio": 0.1, "weight_decay": 0.1,
+              "adam_beta2": 0.99, "max_grad_norm": 0.1,
               "num_generations": 8, "batch_size": 8, "max_completion_length": 250, "temperature": 1.0,
-              "max_steps": 1000, "beta": 0.0, "grading_policy": "strict"},
+              "max_steps": 1000, "beta": 0.0, "grading_policy": "strict", "eval_samples": 100_000,
+              "eval_temperature": 1.0, "ood_k": 8, "ood_max_new_tokens": 512},
     # The demo experiment (the demo pool on the embedded model, backend.pools.demo): four runs in about 15
     # minutes on two CPU cores. Answers are a few tokens; the probe's temperature (0.7) keeps its forecast
     # valid. lr 2e-4: a subset with signal in most steps learns the terse answer format within ~6 steps,
@@ -165,6 +181,11 @@ def grpo_config_kwargs(settings: TrainingSettings, *, cuda: bool, bf16: bool, ou
         "temperature": settings.temperature,
         "beta": settings.beta,
         "learning_rate": settings.learning_rate,
+        "lr_scheduler_type": settings.lr_scheduler_type,
+        "warmup_steps": settings.warmup_ratio,  # transformers 5: a float below 1 is a share of the steps
+        "weight_decay": settings.weight_decay,
+        "adam_beta2": settings.adam_beta2,
+        "max_grad_norm": settings.max_grad_norm,
         "max_steps": settings.max_steps,
         "seed": settings.seed,
         "logging_steps": 1,

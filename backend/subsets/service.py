@@ -132,8 +132,7 @@ def preview(session: Session, req: SelectionRequest) -> SelectionPreview:
     picked_counts = histogram(success[picked], HISTOGRAM_BINS)
     comparison = compare_picks(selection.selector, selection.budget.n, group_size=req.group_size,
                                band=(req.band_low, req.band_high))
-    advice = None if label_free else regime_advice(
-        summary(scores.pass_rate), {row["strategy"]: row["predicted_learnable_share"] for row in comparison})
+    advice = None if label_free else regime_advice(summary(scores.pass_rate), comparison)
     return SelectionPreview(
         strategy=req.strategy, n=len(picked), requested=selection.budget.requested,
         clamped=selection.budget.clamped, warning=_warning(selection), pool_size=len(scores),

@@ -7,7 +7,7 @@ import { api } from "./api.js";
 import { h, replace } from "./dom.js";
 import { field, reportError } from "./ui.js";
 
-const PRESET_NAMES = ["quick_cpu", "paper"];
+const PRESET_NAMES = ["quick_cpu", "demo_cpu", "paper"];
 const NONE = "none";
 
 // Folded under "More settings": [setting, label, input step]. Prefilled from the preset.
@@ -20,6 +20,10 @@ const ADVANCED = [
   ["lora_alpha", "LoRA alpha", "1"],
   ["temperature", "Temperature", "0.05"],
   ["beta", "KL beta", "0.01"],
+  ["warmup_ratio", "Warmup share of steps", "0.01"],
+  ["weight_decay", "Weight decay", "0.01"],
+  ["adam_beta2", "Adam β2", "0.001"],
+  ["max_grad_norm", "Gradient clipping", "0.01"],
   ["seed", "Seed", "1"],
 ];
 

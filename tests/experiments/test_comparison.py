@@ -73,3 +73,8 @@ def test_steps_to_reach_is_the_first_evaluated_step_at_the_target():
     series = {"eval/accuracy": {"steps": [0, 10, 20, 30], "values": [0.5, 0.4, 0.62, 0.7]}}
     assert steps_to_reach(series, 0.95 * 0.65) == 20  # step 0 (the base model) never counts
     assert steps_to_reach(series, 0.9) is None and steps_to_reach({}, 0.1) is None
+
+
+def test_best_accuracy_is_the_highest_after_step_0():
+    summary = summarize_run({"eval/accuracy": {"steps": [0, 5, 10], "values": [0.9, 0.4, 0.3]}})
+    assert (summary.best_accuracy, summary.final_accuracy) == (0.4, 0.3)  # step 0 (the base) is not a result

@@ -18,12 +18,14 @@ def test_difference_interval_matches_newcombes_worked_example():
 
 
 def test_bootstrap_fit_intervals():
-    xs = [10.0, 20.0, 30.0, 40.0, 50.0, 60.0]
+    xs = [10.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0]
     exact = bootstrap_fit(xs, [0.01 * x for x in xs])
     assert exact["r2"] == pytest.approx((1.0, 1.0)) and exact["slope"] == pytest.approx((0.01, 0.01))
-    noisy = bootstrap_fit(xs, [0.3, 0.1, 0.5, 0.2, 0.6, 0.1])
-    assert noisy["r2"][0] < 0.2 < noisy["r2"][1] and noisy["slope"][0] < 0 < noisy["slope"][1]
-    assert bootstrap_fit([1.0, 2.0], [0.1, 0.2]) == {"r2": None, "slope": None}
+    noisy = bootstrap_fit(xs, [0.3, 0.1, 0.5, 0.2, 0.6, 0.1, 0.4, 0.2, 0.5, 0.3])
+    assert noisy["r2"][0] < 0.05 and noisy["r2"][1] < 0.9  # unrelated points: no longer an interval up to 1
+    assert noisy["slope"][0] < 0 < noisy["slope"][1]
+    # Below 8 points resamples of few distinct x fit exactly: no interval rather than a meaningless one.
+    assert bootstrap_fit(xs[:7], [0.3, 0.1, 0.5, 0.2, 0.6, 0.1, 0.4]) == {"r2": None, "slope": None}
 
 
 def test_mean_interval_over_seeds():

@@ -178,7 +178,8 @@ def test_experiment_from_the_planner_to_the_comparison(page: Page, server: str, 
     assert sent["settings"] == {"max_steps": 2, "eval_pool_id": held_out["id"], "eval_every": 1,  # the probe's model
                                 "eval_samples": 10, "ood_pool_ids": [], "num_generations": 2, "batch_size": 4,
                                 "max_completion_length": 8, "learning_rate": 1e-4, "lora_rank": 8, "lora_alpha": 16,
-                                "temperature": 1, "beta": 0, "seed": 0}
+                                "temperature": 1, "beta": 0, "warmup_ratio": 0, "weight_decay": 0, "adam_beta2": 0.999,
+                                "max_grad_norm": 1, "seed": 0}
     experiment = launched.value.json()
     assert len(experiment["runs"]) == 3
 

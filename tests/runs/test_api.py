@@ -62,7 +62,7 @@ def test_unknown_model_and_preset_are_422_with_the_allowed_values(client):
     body = refused(client, {"subset_id": subset_id, "settings": {"model": "gpt-17"}}, 422)
     assert "SmolLM2-135M-Instruct" in body["details"]["available"]
     body = refused(client, {"subset_id": subset_id, "preset": "fast"}, 422)
-    assert body["details"]["allowed"] == ["paper", "quick_cpu"]
+    assert body["details"]["allowed"] == ["paper", "demo_cpu", "quick_cpu"]
 
 
 def test_missing_subset_and_pools_are_404(client):

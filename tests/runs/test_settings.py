@@ -10,11 +10,21 @@ def test_defaults_pass_the_rules():
 
 
 def test_paper_preset_matches_the_paper():
+    from backend.runs.settings import grpo_config_kwargs, lora_config_kwargs
+
     paper = preset("paper")
-    assert (paper.lora_rank, paper.lora_alpha, paper.lora_target_modules) == (32, 32, "all-linear")
+    assert (paper.lora_rank, paper.lora_alpha) == (32, 32)
+    assert paper.lora_target_modules == ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
     assert (paper.learning_rate, paper.num_generations, paper.max_completion_length) == (5e-6, 8, 250)
-    assert (paper.temperature, paper.max_steps) == (1.0, 1000)
+    assert (paper.temperature, paper.max_steps, paper.prompts_per_step) == (1.0, 1000, 1)
     assert check_training_settings(paper) == []
+    # The optimiser and schedule reach TRL's config as the paper states them.
+    config = grpo_config_kwargs(paper, cuda=False, bf16=False, output_dir="/tmp/x")
+    assert {key: config[key] for key in ("lr_scheduler_type", "warmup_steps", "weight_decay", "adam_beta2",
+                                         "max_grad_norm")} == {"lr_scheduler_type": "cosine", "warmup_steps": 0.1,
+                                                               "weight_decay": 0.1, "adam_beta2": 0.99,
+                                                               "max_grad_norm": 0.1}
+    assert lora_config_kwargs(paper)["target_modules"] == paper.lora_target_modules
 
 
 def test_quick_cpu_preset_is_small_and_valid():

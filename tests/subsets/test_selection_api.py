@@ -207,6 +207,5 @@ def test_the_preview_reads_the_regime_from_the_probe_and_the_forecasts(client, p
 
     preview = client.post("/api/selections/preview", json=body(probed_pool.probe_id, value=10)).json()
     summary = client.get(f"/api/probes/{probed_pool.probe_id}/difficulty").json()["summary"]
-    forecasts = {row["strategy"]: row["predicted_learnable_share"] for row in preview["comparison"]}
-    assert preview["advice"] == regime_advice(summary, forecasts)
+    assert preview["advice"] == regime_advice(summary, preview["comparison"])
     assert preview["advice"]["regime"] in {"beyond_reach", "within_reach", "saturated"}

@@ -213,3 +213,19 @@ def test_probe_cli_refuses_bad_options_in_words(service_env):
     assert bad.exit_code == 1 and "key 'enable thinking' is not an identifier" in bad.output
     policy = CliRunner().invoke(app, ["probe", pool_id, "--grading-policy", "loose"])
     assert policy.exit_code == 1 and "'strict' or 'lenient'" in policy.output
+
+
+def test_the_paper_preset_is_one_user_turn_asking_for_boxed_and_for_letters_on_a_choice_pool(client):
+    from backend.prompting import PAPER_CHOICE_TEMPLATE, PAPER_TEMPLATE
+
+    numbers = client.post("/api/pools", files={"file": ("n.jsonl", b'{"prompt": "1+1?", "answer": "2"}\n')},
+                          data={"name": "numbers"}).json()
+    letters = client.post("/api/pools", files={"file": ("c.jsonl", b'{"prompt": "Pick: (A) x (B) y", '
+                                                                   b'"answer": "(B)"}\n')},
+                          data={"name": "letters", "task_type": "choice"}).json()
+    for pool, template in ((numbers, PAPER_TEMPLATE), (letters, PAPER_CHOICE_TEMPLATE)):
+        probe = client.post("/api/probes", json={"pool_id": pool["id"], "preset": "paper"}).json()
+        assert (probe["k"], probe["temperature"], probe["max_new_tokens"], probe["grading_policy"]) == (
+            10, 1.0, 250, "strict")
+        assert probe["template"] == template
+    assert "\\boxed{(X)}" in PAPER_CHOICE_TEMPLATE and PAPER_TEMPLATE.startswith("{chat}")

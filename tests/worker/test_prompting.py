@@ -106,3 +106,26 @@ def test_chat_template_options_accept_scalars_and_refuse_a_custom_template():
     assert check_chat_template_options({}) is None and check_chat_template_options(None) is None
     with pytest.raises(ValueError, match="custom template replaces"):
         check_chat_template_options({"enable_thinking": False}, "Q: {prompt}\nA:")
+
+
+def test_a_chat_template_starting_with_chat_is_the_user_turn(thinking_tokenizer):
+    from backend.prompting import PAPER_TEMPLATE, SYSTEM_MESSAGE
+
+    text = render_prompt(thinking_tokenizer, "What is 2 + 3?", PAPER_TEMPLATE)
+    expected = thinking_tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is 2 + 3?\nPut your final answer within \\boxed{}."}], tokenize=False,
+        add_generation_prompt=True)
+    assert text == expected and SYSTEM_MESSAGE not in text and ANSWER_INSTRUCTION not in text
+    # Chat-template options combine with a user-turn template (not with a custom one).
+    assert check_chat_template_options({"enable_thinking": False}, PAPER_TEMPLATE) == {"enable_thinking": False}
+    off = render_prompt(thinking_tokenizer, "What is 2 + 3?", PAPER_TEMPLATE, {"enable_thinking": False})
+    assert off == expected + "<think>\n\n</think>\n\n"
+
+
+def test_a_user_turn_template_without_a_chat_template_is_plain_text(tokenizer):
+    from copy import copy
+
+    plain = copy(tokenizer)
+    plain.chat_template = None
+    assert render_prompt(plain, "2+3?", "{chat}Q: {prompt}") == (
+        render_prompt(plain, "2+3?", "Q: {prompt}") + "\n")

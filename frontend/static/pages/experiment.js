@@ -129,14 +129,18 @@ export async function renderExperiment(ctx, experimentId) {
           + "subsets, no interval for subsets frozen before it was recorded" }, "Predicted learnable share (step 0)"),
         h("th", { class: "num", title: "Measured during training: share of groups with mixed rewards, mean over the "
           + "training steps (training moves pass rates, so it can drift from the step-0 forecast)" }, "Measured learnable share (mean over steps)"),
-        h("th", null, "OOD pass@k"), h("th", null, "Reproduce"))),
+        h("th", null, "OOD pass@k"),
+        h("th", { title: "Labels (× cost per label), probe compute (0 for random and all: they pick without it) and "
+          + "training compute (sum of step times), and the gain per unit of each" }, "Cost"),
+        h("th", null, "Reproduce"))),
       h("tbody", null, rows.map((row) => [h("tr", { "data-run-id": row.run_id, "data-strategy": row.strategy },
         h("td", { class: "nowrap" }, h("a", { href: `#/runs/${row.run_id}`, class: "strong" }, row.strategy), " ", statusBadge(row.status),
           h("div", { class: "muted small" }, `seed ${row.seed}`)),
         h("td", { class: "num" }, fmt.int(row.n)),
         h("td", { class: "num", "data-col": "base-accuracy" }, withInterval(fmt.pct(row.base_accuracy), row.base_accuracy_interval, pctRange)),
         h("td", { class: "num", "data-col": "final-accuracy" }, withInterval(fmt.pct(row.final_accuracy), row.final_accuracy_interval, pctRange),
-          row.within_noise_of_best === false ? h("div", { class: "muted small", title: "The 95% interval of its difference from the best final accuracy excludes 0" }, "below the best") : null),
+          row.within_noise_of_best === false ? h("div", { class: "muted small", title: "The 95% interval of its difference from the best final accuracy excludes 0" }, "below the best") : null,
+          row.best_accuracy != null && row.best_accuracy !== row.final_accuracy ? h("div", { class: "muted small" }, `best ${fmt.pct(row.best_accuracy)}`) : null),
         h("td", { class: `num nowrap ${gainClass(row.gain)}`.trim(), "data-col": "gain" }, withInterval(gainText(row.gain), row.gain_interval, gainRange),
           row.gain_beyond_noise === false ? h("div", { class: "muted small noise-flag", title: "The gain's 95% interval contains 0" }, "within noise") : null),
         h("td", { class: "num", "data-col": "steps-to-95" }, row.steps_to_95 == null ? "–" : fmt.int(row.steps_to_95),
@@ -149,6 +153,7 @@ export async function renderExperiment(ctx, experimentId) {
           row.learnable_share_error == null ? null : h("div", { class: "muted small", title: "Measured minus predicted" },
             `${row.learnable_share_error >= 0 ? "+" : "−"}${Math.abs(row.learnable_share_error * 100).toFixed(1)} pts vs forecast`)),
         h("td", { class: "small" }, oodText(row.ood, row.ood_base)),
+        h("td", { class: "small nowrap", "data-col": "cost" }, costText(row.cost)),
         h("td", null, reproduceToggle(row))), reproduceRow(row)]))));
   }
 
@@ -156,7 +161,7 @@ export async function renderExperiment(ctx, experimentId) {
   // the run's last cell. Open rows stay open across polls.
   function reproduceRow(row) {
     return h("tr", { class: "reproduce-row", id: `reproduce-${row.run_id}`, hidden: !state.openDetails.has(row.run_id) },
-      h("td", { colspan: "11" },
+      h("td", { colspan: "12" },
         h("h3", null, "Subset and seed"), kvGrid([["subset_id", row.subset_id], ["seed", row.seed], ["run", `#${row.run_id}`]]),
         h("h3", null, "Settings"), kvGrid(Object.entries(row.settings || {})),
         h("h3", null, "Library versions"), kvGrid(Object.entries(row.library_versions || {}))));
@@ -235,6 +240,17 @@ function withInterval(text, interval, range) {
 
 const pctRange = ([low, high]) => `${(low * 100).toFixed(1)}–${(high * 100).toFixed(1)}%`;
 const gainRange = ([low, high]) => `${gainText(low)} to ${gainText(high)}`;
+
+// "30 labels · 15.00 · probe 2m 40s · train 3m 20s · +2.0 pts per label unit · +20 pts per compute-hour"
+function costText(cost) {
+  if (!cost) return "–";
+  const parts = [`${fmt.int(cost.labels)} labels${cost.label_cost != null ? ` · ${fmt.num(cost.label_cost)}` : ""}`,
+    `probe ${cost.probe_samples ? fmt.duration(cost.probe_seconds) : "none"} · train ${fmt.duration(cost.training_seconds)}`];
+  const per = [];
+  if (cost.gain_per_label_cost != null) per.push(`${gainText(cost.gain_per_label_cost)} per label unit`);
+  if (cost.gain_per_compute_hour != null) per.push(`${gainText(cost.gain_per_compute_hour)} per ${cost.device === "cpu" ? "CPU" : "GPU"}-hour`);
+  return h("span", null, parts.map((p) => h("div", null, p)), per.length ? h("div", { class: "muted" }, per.join(" · ")) : null);
+}
 
 // Gains are accuracy differences (fractions): shown as signed percentage points.
 function gainText(gain) {

@@ -154,7 +154,7 @@ export async function renderPlanner(ctx, probeId) {
   const demoCard = card("Demo experiment", {
     id: "demo-experiment-card",
     subtitle: "hard, easy, random and learnable at the same N = 30, trained with the demo_cpu preset and evaluated on the "
-      + "held-out demo pool (created if missing): about 15 minutes on two CPU cores.",
+      + "held-out demo pool (created if missing): about 10 minutes on two CPU cores, one seed.",
   }, h("div", { class: "row" }, demoButton));
   demoCard.hidden = true;
   demoButton.addEventListener("click", async () => {

@@ -61,7 +61,7 @@ export async function renderPool(ctx, poolId) {
       field("Seed", h("input", { type: "number", id: "probe-seed", name: "seed", value: "0", step: "1", required: true }))),
     field("Prompt template (optional)", h("textarea", {
       id: "probe-template", name: "template", rows: "4", spellcheck: "false",
-      placeholder: "Empty: the model's chat template, asking for the answer in \\boxed{}.\nOtherwise {prompt} marks where each prompt goes, e.g.\nQuestion: {prompt}\nAnswer in \\boxed{}.",
+      placeholder: "Empty: the model's chat template, asking for the answer in \\boxed{}.\nOtherwise {prompt} marks where each prompt goes, e.g.\nQuestion: {prompt}\nAnswer in \\boxed{}.\nStarting with {chat}: the user turn of the chat template.",
     })),
     h("div", { class: "grid grid-2" },
       field("Grading", h("select", { id: "probe-grading-policy", name: "grading_policy" },
@@ -150,7 +150,7 @@ export async function renderPool(ctx, poolId) {
   // ---------- presets: a preset fills the fields, which stay editable ----------
   const PRESET_HINTS = {
     demo: "For the demo pool on the embedded model: short answers, a terse template, temperature 0.7",
-    paper: "Hard Examples Are All You Need: k = 10, T = 1.0, 250 tokens, strict \\boxed{} grading",
+    paper: "Hard Examples Are All You Need: k = 10, T = 1.0, 250 tokens, one user turn asking for \\boxed{}, strict grading",
   };
   async function loadPresets() {
     try {
@@ -168,14 +168,16 @@ export async function renderPool(ctx, poolId) {
   }
   const edited = new Set();  // ids of the fields the user changed by hand
   probeForm.addEventListener("input", (event) => { if (event.target !== presetSelect) edited.add(event.target.id); });
+  // "none" puts the form's own defaults back, and every preset sets every field, so nothing of the preset
+  // chosen before (the demo's template, say) is left behind.
+  const FORM_DEFAULTS = { k: 8, temperature: 1.0, max_new_tokens: 256, template: "", grading_policy: "lenient" };
   function applyPreset(name, keep = new Set()) {
-    const preset = (state.presets || {})[name];
+    const preset = { ...FORM_DEFAULTS, ...(name ? (state.presets || {})[name] : {}) };
     presetHint.textContent = PRESET_HINTS[name] || "";
-    if (!preset) return;
     const fields = { k: "probe-k", temperature: "probe-temperature", max_new_tokens: "probe-max-new-tokens",
       template: "probe-template", grading_policy: "probe-grading-policy" };
     for (const [key, id] of Object.entries(fields)) {
-      if (key in preset && !keep.has(id)) probeForm.querySelector(`#${id}`).value = preset[key] ?? "";
+      if (!keep.has(id)) probeForm.querySelector(`#${id}`).value = preset[key] ?? "";
     }
   }
   presetSelect.addEventListener("change", () => applyPreset(presetSelect.value));
@@ -227,6 +229,7 @@ export async function renderPool(ctx, poolId) {
     stopPolling();
     state.probe = probe;
     state.partialDone = null;
+    state.partialAt = 0;
     state.job = probe ? probe.job || null : null;
     if (probe) probeSelect.value = String(probe.id);
     if (!probe) {
@@ -250,9 +253,11 @@ export async function renderPool(ctx, poolId) {
       if (option) option.textContent = probeLabel(probe);
       if (ACTIVE.has(job.status)) {
         if (first) showScores(null);
-        // Each finished shard adds its prompts' scores: redraw the partial histogram when progress moves.
-        if (job.progress_done && job.progress_done !== state.partialDone) {
+        // Each finished shard adds its prompts' scores. Progress moves with every batch, so the partial
+        // histogram is re-read at most every 5 s (each read scans the probe's scores).
+        if (job.progress_done && job.progress_done !== state.partialDone && Date.now() - (state.partialAt || 0) > 5000) {
           state.partialDone = job.progress_done;
+          state.partialAt = Date.now();
           loadDifficulty(probe, true);
         }
         state.pollTimer = setTimeout(() => pollJob(), 1000);
@@ -395,9 +400,11 @@ export async function renderPool(ctx, poolId) {
   }
 
   async function loadDifficulty(probe, partial = false) {
+    const seq = state.difficultySeq = (state.difficultySeq || 0) + 1;  // only the latest answer is drawn
     try {
       const result = await api(`/api/probes/${probe.id}/difficulty?bins=20`);
-      if (!ctx.alive || (partial ? state.probe !== probe || state.scoredProbeId === probe.id : state.scoredProbeId !== probe.id)) return;
+      if (!ctx.alive || seq !== state.difficultySeq) return;
+      if (partial ? state.probe !== probe || state.scoredProbeId === probe.id : state.scoredProbeId !== probe.id) return;
       difficultyCard.hidden = false;
       const s = result.summary || {};
       const labelFree = result.label_free || result.metric === "agreement";
