@@ -53,6 +53,7 @@ SEMANTIC_REFUSALS = {
     "POST /api/selections/preview": _BUDGET,
     "POST /api/subsets": _BUDGET,
     "POST /api/experiments": f"{_BUDGET}; {_TRAINING}",
+    "POST /api/experiments/demo": "the probe must be of the demo pool (the demo experiment's settings are made for it)",
     "POST /api/runs": _TRAINING,
     "POST /api/selections/labeling-export": _BUDGET,
     "POST /api/pools/{pool_id}/labels": "the file must hold labels (Label Studio, Argilla, CSV or JSONL with id and "
