@@ -198,8 +198,9 @@ def compare(session: Session, experiment: Experiment) -> Comparison:
     finished = [row for row in rows if row.status == JobStatus.succeeded.value and row.final_accuracy is not None]
     _flag_within_noise_of_best(finished)
     if finished and (best := max(row.final_accuracy for row in finished)) > 0:
+        done = {row.run_id for row in finished}
         for row, series in zip(rows, all_series, strict=True):
-            if row in finished:
+            if row.run_id in done:
                 row.steps_to_95 = steps_to_reach(series, 0.95 * best)
         baselines = [row.steps_to_95 for row in finished if row.strategy == WHOLE_POOL and row.steps_to_95]
         for row in finished:  # over seeds, the all runs' mean
