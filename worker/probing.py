@@ -6,6 +6,11 @@ together with the shard's ``completed_at`` and its task's completion, so a shard
 behind and a rerun never double counts; a rerun of a completed shard is skipped. After each batch the shard
 beats (progress, its lease, a cancel check). The shard that completes the probe records the probe's
 samples/s and the job succeeds. Failures and retries are the engine's (backend.jobs.engine).
+
+An adaptive probe (``probe.adaptive``, backend.curation.adaptive) runs in rounds: the first round's shards draw
+``first_round`` samples of every prompt; the shard that completes a round applies the stop rule to every
+prompt's counts and, in the same transaction, adds the next round's shards (the prompts still open) and their
+tasks, sent after the commit. Their samples extend each prompt's, and its score is recomputed from all of them.
 """
 
 from __future__ import annotations
@@ -17,16 +22,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from sqlalchemy import func, insert
+import numpy as np
+from sqlalchemy import delete, func, insert
 from sqlmodel import Session, select
 
+from backend.curation.adaptive import StopRule, drawn_by, open_prompts, rounds_at_most
 from backend.curation.grading import TASK_TYPES, extract_answer, grade_answers, question_options
 from backend.curation.scores import score_prompt
 from backend.database import session_scope
+from backend.jobs.dispatch import add_task, send_unsent
 from backend.jobs.engine import JobFailure, TaskContext, execute, owner_name, run_here
-from backend.jobs.tables import JobTask
+from backend.jobs.tables import Job, JobTask
 from backend.pools.tables import Pool, Prompt
 from backend.probes.kind import PROBE
+from backend.probes.service import shard_size_for
 from backend.probes.tables import Probe, ProbeShard, PromptScore, Sample
 from backend.timeutil import format_duration, utcnow
 from worker.engines.base import GenerationEngine, derive_seed
@@ -45,8 +54,10 @@ class ShardWork:
     """What a shard needs, read once so that generation runs outside any transaction."""
 
     probe_id: int
+    probe_job_id: int
     shard_index: int
-    shard_count: int
+    shard_number: int  # 1-based within its round
+    shard_count: int  # of its round
     first_position: int
     model: str
     k: int
@@ -59,9 +70,21 @@ class ShardWork:
     label_free: bool
     task_type: str
     prompt_ids: list[int]
+    positions: list[int]
     texts: list[str]
     golds: list[str | None]
     prompt_count: int  # of the whole probe
+    round: int = 1
+    draws: list[int] | None = None  # samples each prompt gets in this shard (None: k each)
+    # an adaptive probe's later rounds: each prompt's earlier samples (extracted answer, correct), which its
+    # score is recomputed with
+    earlier: list[list[tuple[str | None, bool | None]]] | None = None
+
+    def draws_of(self, index: int) -> int:
+        return self.k if self.draws is None else self.draws[index]
+
+    def first_sample(self, index: int) -> int:
+        return 0 if self.earlier is None else len(self.earlier[index])
 
 
 # --- entry points ----------------------------------------------------------------------------------
@@ -131,10 +154,17 @@ def shard_label(shard_index: int) -> str:
     return f"shard {shard_index}"
 
 
-def _completed_prompts(session: Session, probe_id: int) -> int:
-    done = session.exec(select(func.coalesce(func.sum(ProbeShard.end_position - ProbeShard.first_position), 0))
-                        .where(ProbeShard.probe_id == probe_id, ProbeShard.completed_at.is_not(None))).one()
-    return int(done)
+def _settled_prompts(session: Session, probe_id: int, round_index: int, prompt_count: int) -> int:
+    """Progress in prompts: in the first round, those of completed shards; in a later round, all but the open
+    prompts of its shards not completed yet."""
+    if round_index == 1:
+        done = session.exec(select(func.coalesce(func.sum(ProbeShard.end_position - ProbeShard.first_position), 0))
+                            .where(ProbeShard.probe_id == probe_id, ProbeShard.round == 1,
+                                   ProbeShard.completed_at.is_not(None))).one()
+        return int(done)
+    pending = session.exec(select(ProbeShard.prompt_ids).where(
+        ProbeShard.probe_id == probe_id, ProbeShard.round == round_index, ProbeShard.completed_at.is_(None))).all()
+    return prompt_count - sum(len(ids or ()) for ids in pending)
 
 
 def _read_work(probe_id: int, shard_index: int) -> ShardWork | str:
@@ -150,35 +180,58 @@ def _read_work(probe_id: int, shard_index: int) -> ShardWork | str:
         if pool.task_type not in TASK_TYPES:
             raise JobFailure(f"Pool {pool.id} has task type '{pool.task_type}', which cannot be graded; "
                              f"use one of {', '.join(TASK_TYPES)}.")
-        shard_count = session.exec(select(func.count()).select_from(ProbeShard)
-                                   .where(ProbeShard.probe_id == probe_id)).one()
-        rows = session.exec(select(Prompt.id, Prompt.text, Prompt.gold)
-                            .where(Prompt.pool_id == probe.pool_id, Prompt.position >= shard.first_position,
-                                   Prompt.position < shard.end_position)
-                            .order_by(Prompt.position)).all()
+        round_shards = session.exec(select(ProbeShard.shard_index)
+                                    .where(ProbeShard.probe_id == probe_id, ProbeShard.round == shard.round)).all()
+        query = (select(Prompt.id, Prompt.text, Prompt.gold, Prompt.position)
+                 .where(Prompt.pool_id == probe.pool_id, Prompt.position >= shard.first_position,
+                        Prompt.position < shard.end_position).order_by(Prompt.position))
+        if shard.prompt_ids is not None:
+            query = query.where(Prompt.id.in_(shard.prompt_ids))
+        rows = session.exec(query).all()
+        prompt_ids = [r[0] for r in rows]
+        draws = earlier = None
+        if probe.adaptive is not None:
+            rule = StopRule.from_dict(probe.adaptive)
+            earlier = _earlier_samples(session, probe_id, prompt_ids) if shard.round > 1 else None
+            target = drawn_by(rule, shard.round)
+            draws = [target - (len(earlier[i]) if earlier else 0) for i in range(len(rows))]
         return ShardWork(
-            probe_id=probe_id, shard_index=shard_index, shard_count=shard_count,
+            probe_id=probe_id, probe_job_id=probe.job_id, shard_index=shard_index,
+            shard_number=shard_index - min(round_shards) + 1, shard_count=len(round_shards),
             first_position=shard.first_position, model=probe.model, k=probe.k, temperature=probe.temperature,
             max_new_tokens=probe.max_new_tokens, template=probe.template,
             chat_template_options=probe.chat_template_options, grading_policy=probe.grading_policy, seed=probe.seed,
-            label_free=probe.label_free, task_type=pool.task_type, prompt_ids=[r[0] for r in rows],
-            texts=[r[1] for r in rows], golds=[r[2] for r in rows], prompt_count=probe.prompt_count)
+            label_free=probe.label_free, task_type=pool.task_type, prompt_ids=prompt_ids,
+            positions=[r[3] for r in rows], texts=[r[1] for r in rows], golds=[r[2] for r in rows],
+            prompt_count=probe.prompt_count, round=shard.round, draws=draws, earlier=earlier)
 
 
-def _completed_elsewhere(probe_id: int) -> int:
+def _earlier_samples(session: Session, probe_id: int, prompt_ids: list[int]) -> list[list[tuple]]:
+    by_prompt: dict[int, list[tuple]] = {pid: [] for pid in prompt_ids}
+    for prompt_id, answer, correct in session.exec(
+            select(Sample.prompt_id, Sample.extracted_answer, Sample.correct)
+            .where(Sample.probe_id == probe_id, Sample.prompt_id.in_(prompt_ids))
+            .order_by(Sample.prompt_id, Sample.sample_index)):
+        by_prompt[prompt_id].append((answer, correct))
+    return [by_prompt[pid] for pid in prompt_ids]
+
+
+def _settled_elsewhere(work: ShardWork) -> int:
+    """Prompts settled before this shard's: the others' (in a later round this shard's open prompts are not)."""
     with session_scope() as session:
-        return _completed_prompts(session, probe_id)
+        return _settled_prompts(session, work.probe_id, work.round, work.prompt_count)
 
 
-def _beat(ctx: TaskContext, work: ShardWork, done: int, before: int, generation_seconds: float,
+def _beat(ctx: TaskContext, work: ShardWork, done: int, samples: int, before: int, generation_seconds: float,
           wall_seconds: float) -> bool:
-    """Progress after a batch: prompts of completed shards (`before`) plus this shard's; False: stop."""
-    samples_per_second = done * work.k / generation_seconds if generation_seconds > 0 else 0.0
+    """Progress after a batch: prompts settled elsewhere (`before`) plus this shard's; False: stop."""
+    samples_per_second = samples / generation_seconds if generation_seconds > 0 else 0.0
     prompts_per_second = done / wall_seconds if wall_seconds > 0 else 0.0
     remaining = work.prompt_count - before - done
     eta = f", ETA {format_duration(remaining / prompts_per_second)}" if prompts_per_second > 0 else ""
+    where = f"round {work.round}, " if work.draws is not None else ""
     return ctx.beat(done=before + done, message=(
-        f"shard {work.shard_index + 1}/{work.shard_count}: {done}/{len(work.prompt_ids)} prompts, "
+        f"{where}shard {work.shard_number}/{work.shard_count}: {done}/{len(work.prompt_ids)} prompts, "
         f"{samples_per_second:.1f} samples/s{eta}"),
         stopped=f"in shard {work.shard_index} after {done} of {len(work.prompt_ids)} prompts (its results were "
                 "discarded)")
@@ -190,10 +243,12 @@ def storable_text(text: str) -> str:
 
 
 def grade_shard(work: ShardWork, completions: list[list[str]]) -> tuple[list[dict], list[dict]]:
-    """Sample rows and prompt-score rows (as dicts for a bulk insert) for the shard's completions."""
+    """Sample rows and prompt-score rows (as dicts for a bulk insert) for the shard's completions; in an adaptive
+    probe's later round, the scores count each prompt's earlier samples too."""
     samples: list[dict] = []
     scores: list[dict] = []
-    for prompt_id, question, gold, outs in zip(work.prompt_ids, work.texts, work.golds, completions, strict=True):
+    for index, (prompt_id, question, gold, outs) in enumerate(
+            zip(work.prompt_ids, work.texts, work.golds, completions, strict=True)):
         outs = [storable_text(text) for text in outs]
         options = question_options(work.task_type, question)
         extracted = [extract_answer(text, work.task_type, policy=work.grading_policy, options=options)
@@ -201,11 +256,16 @@ def grade_shard(work: ShardWork, completions: list[list[str]]) -> tuple[list[dic
         # Prompts with gold answers get pass rates; in a label-free probe (some prompts have none)
         # difficulty stays on the one scale every prompt has, agreement.
         correct = grade_answers(extracted, gold, work.task_type, work.grading_policy, options)
-        score = score_prompt(extracted, correct, by_agreement=work.label_free)
-        for index, (text, answer) in enumerate(zip(outs, extracted, strict=False)):
-            samples.append({"probe_id": work.probe_id, "prompt_id": prompt_id, "sample_index": index,
+        first = work.first_sample(index)
+        for offset, (text, answer) in enumerate(zip(outs, extracted, strict=False)):
+            samples.append({"probe_id": work.probe_id, "prompt_id": prompt_id, "sample_index": first + offset,
                             "completion": text, "extracted_answer": answer,
-                            "correct": None if correct is None else correct[index]})
+                            "correct": None if correct is None else correct[offset]})
+        if first:
+            earlier_answers, earlier_correct = zip(*work.earlier[index], strict=True)
+            extracted = [*earlier_answers, *extracted]
+            correct = None if correct is None else [*earlier_correct, *correct]
+        score = score_prompt(extracted, correct, by_agreement=work.label_free)
         scores.append({"probe_id": work.probe_id, "prompt_id": prompt_id, "k": score.k,
                        "correct_count": score.correct_count, "pass_rate": score.pass_rate,
                        "wilson_low": score.wilson_low, "wilson_high": score.wilson_high,
@@ -215,8 +275,10 @@ def grade_shard(work: ShardWork, completions: list[list[str]]) -> tuple[list[dic
 
 
 def _commit(ctx: TaskContext, work: ShardWork, samples: list[dict], scores: list[dict], seconds: float) -> str:
-    """Write the shard's results, mark it and its task completed, all or nothing; finish the job if it was the
-    last shard."""
+    """Write the shard's results, mark it and its task completed, all or nothing. The last shard of a round of an
+    adaptive probe adds the next round (its tasks are sent after the commit); the last shard of all finishes the
+    job."""
+    next_round = False
     with session_scope() as session:
         shard = session.exec(select(ProbeShard).where(ProbeShard.probe_id == work.probe_id,
                                                       ProbeShard.shard_index == work.shard_index)
@@ -227,51 +289,112 @@ def _commit(ctx: TaskContext, work: ShardWork, samples: list[dict], scores: list
         if samples:
             connection.execute(insert(Sample.__table__), samples)
         if scores:
+            if work.earlier is not None:  # the prompts' scores from earlier rounds make way for these
+                connection.execute(delete(PromptScore.__table__).where(
+                    PromptScore.probe_id == work.probe_id, PromptScore.prompt_id.in_(work.prompt_ids)))
             connection.execute(insert(PromptScore.__table__), scores)
         shard.completed_at = utcnow()
         shard.seconds = seconds
         session.add(shard)
         session.flush()
         job = ctx.complete(session)  # locks the job: two finishing shards serialise, one of them is last
-        shards = list(session.exec(select(ProbeShard).where(ProbeShard.probe_id == work.probe_id)
-                                   .execution_options(populate_existing=True)))
-        done = sum(s.end_position - s.first_position for s in shards if s.completed_at is not None)
-        if job is None:
-            ctx.note_progress(session, done=done, message=f"shard {work.shard_index + 1}/{len(shards)} done; {done}/"
-                                                    f"{work.prompt_count} prompts probed")
-            return COMPLETED
         probe = session.get(Probe, work.probe_id)
-        total_samples = sum((s.end_position - s.first_position) * probe.k for s in shards)
-        total_seconds = sum(s.seconds or 0.0 for s in shards)
-        probe.samples_per_second = total_samples / total_seconds if total_seconds > 0 else None
-        session.add(probe)
-        rate = f", {probe.samples_per_second:.1f} samples/s" if probe.samples_per_second else ""
-        ctx.succeed(session, job, f"done: {probe.prompt_count} prompts x {probe.k} samples{rate}")
+        if job is None:
+            done = _settled_prompts(session, work.probe_id, work.round, work.prompt_count)
+            where = f"round {work.round}: " if probe.adaptive is not None else ""
+            ctx.note_progress(session, done=done, message=f"{where}shard {work.shard_number}/{work.shard_count} "
+                                                          f"done; {done}/{work.prompt_count} prompts probed")
+            return COMPLETED
+        if probe.adaptive is not None:
+            next_round = _add_next_round(session, ctx, job, probe, work.round)
+        if not next_round:
+            _finish(session, ctx, job, probe)
+    if next_round and ctx.sends_new_tasks:
+        with session_scope() as session:
+            send_unsent(session, job_ids=[work.probe_job_id])
     return COMPLETED
+
+
+def _finish(session: Session, ctx: TaskContext, job: Job, probe: Probe) -> None:
+    """Record what the probe drew and how fast, and succeed its job."""
+    total_seconds = session.exec(select(func.coalesce(func.sum(ProbeShard.seconds), 0.0))
+                                 .where(ProbeShard.probe_id == probe.id)).one()
+    full = probe.prompt_count * probe.k
+    if probe.adaptive is None:
+        probe.samples_drawn = full
+        drawn = f"{probe.prompt_count} prompts x {probe.k} samples"
+    else:
+        probe.samples_drawn = int(session.exec(select(func.coalesce(func.sum(PromptScore.k), 0))
+                                               .where(PromptScore.probe_id == probe.id)).one())
+        rounds = session.exec(select(func.max(ProbeShard.round)).where(ProbeShard.probe_id == probe.id)).one()
+        drawn = (f"{probe.prompt_count} prompts, {probe.samples_drawn} of {full} samples "
+                 f"({1 - probe.samples_drawn / full:.0%} saved) in {rounds} round{'s' if rounds != 1 else ''}")
+    probe.samples_per_second = probe.samples_drawn / total_seconds if total_seconds > 0 else None
+    session.add(probe)
+    rate = f", {probe.samples_per_second:.1f} samples/s" if probe.samples_per_second else ""
+    ctx.succeed(session, job, f"done: {drawn}{rate}")
+
+
+def _add_next_round(session: Session, ctx: TaskContext, job: Job, probe: Probe, round_index: int) -> bool:
+    """After the last shard of round ``round_index``: the stop rule on every prompt's counts; shards and tasks for
+    the prompts it leaves open. False when none is open (the probe is done)."""
+    rule = StopRule.from_dict(probe.adaptive)
+    rows = session.exec(select(PromptScore.prompt_id, PromptScore.correct_count, PromptScore.k, Prompt.position)
+                        .join(Prompt, Prompt.id == PromptScore.prompt_id)
+                        .where(PromptScore.probe_id == probe.id).order_by(Prompt.position)).all()
+    if not rows or any(row[1] is None for row in rows):  # a prompt lost its gold answer: no pass rate to go on
+        return False
+    opened = open_prompts(rule, np.array([r[1] for r in rows]), np.array([r[2] for r in rows]), round_index)
+    open_rows = [row for row, is_open in zip(rows, opened, strict=True) if is_open]
+    if not open_rows:
+        return False
+    size = shard_size_for(len(open_rows), probe.shard_size)
+    index = session.exec(select(func.max(ProbeShard.shard_index)).where(ProbeShard.probe_id == probe.id)).one() + 1
+    for start in range(0, len(open_rows), size):
+        chunk = open_rows[start:start + size]
+        session.add(ProbeShard(probe_id=probe.id, shard_index=index, first_position=chunk[0][3],
+                               end_position=chunk[-1][3] + 1, round=round_index + 1,
+                               prompt_ids=[row[0] for row in chunk]))
+        session.flush()
+        add_task(session, PROBE, job, shard_label(index), {"probe_id": probe.id, "shard_index": index})
+        index += 1
+    drawn = sum(row[2] for row in rows)
+    ctx.note_progress(session, done=probe.prompt_count - len(open_rows), message=(
+        f"round {round_index + 1} of at most {rounds_at_most(rule)}: {len(open_rows)} of {probe.prompt_count} "
+        f"prompts still open; {drawn} samples drawn so far"))
+    return True
 
 
 def _probe(ctx: TaskContext, work: ShardWork, engine: GenerationEngine) -> str:
     rendered = engine.render(work.texts, work.template, work.chat_template_options)
-    chunk = max(1, engine.prompts_per_batch(work.k))
-    before = _completed_elsewhere(work.probe_id)
-    if not ctx.beat(done=before, message=f"shard {work.shard_index + 1}/{work.shard_count}: {work.model} loaded",
+    before = _settled_elsewhere(work)
+    if not ctx.beat(done=before, message=f"shard {work.shard_number}/{work.shard_count}: {work.model} loaded",
                     stopped=f"in shard {work.shard_index} before its first batch"):
         return CANCELLED
-    completions: list[list[str]] = []
+    completions: list[list[str] | None] = [None] * len(rendered)
+    done = samples = 0
     generation_seconds = 0.0
     started = time.perf_counter()
-    for start in range(0, len(rendered), chunk):
-        batch = rendered[start:start + chunk]
-        t0 = time.perf_counter()
-        outputs = engine.generate(batch, k=work.k, temperature=work.temperature,
-                                  max_new_tokens=work.max_new_tokens,
-                                  seed=derive_seed(work.seed, work.first_position + start))
-        generation_seconds += time.perf_counter() - t0
-        if len(outputs) != len(batch) or any(len(outs) != work.k for outs in outputs):
-            raise RuntimeError(f"the {type(engine).__name__} returned {len(outputs)} prompts' completions for "
-                               f"{len(batch)} prompts (k={work.k})")
-        completions.extend(outputs)
-        if not _beat(ctx, work, len(completions), before, generation_seconds, time.perf_counter() - started):
-            return CANCELLED
-    samples, scores = grade_shard(work, completions)
-    return _commit(ctx, work, samples, scores, generation_seconds)
+    # Prompts that need the same number of samples share batches (in a later round, a reopened prompt catching
+    # up needs more than the others).
+    for draws in sorted({work.draws_of(i) for i in range(len(rendered))}):
+        indexes = [i for i in range(len(rendered)) if work.draws_of(i) == draws]
+        chunk = max(1, engine.prompts_per_batch(draws))
+        for start in range(0, len(indexes), chunk):
+            batch = indexes[start:start + chunk]
+            # the first round keeps the seeds of a probe without rounds; later rounds draw from streams of their own
+            seed = derive_seed(work.seed, *((work.round,) if work.round > 1 else ()), work.positions[batch[0]])
+            t0 = time.perf_counter()
+            outputs = engine.generate([rendered[i] for i in batch], k=draws, temperature=work.temperature,
+                                      max_new_tokens=work.max_new_tokens, seed=seed)
+            generation_seconds += time.perf_counter() - t0
+            if len(outputs) != len(batch) or any(len(outs) != draws for outs in outputs):
+                raise RuntimeError(f"the {type(engine).__name__} returned {len(outputs)} prompts' completions for "
+                                   f"{len(batch)} prompts (k={draws})")
+            for i, outs in zip(batch, outputs, strict=True):
+                completions[i] = outs
+            done, samples = done + len(batch), samples + draws * len(batch)
+            if not _beat(ctx, work, done, samples, before, generation_seconds, time.perf_counter() - started):
+                return CANCELLED
+    samples_rows, scores = grade_shard(work, completions)
+    return _commit(ctx, work, samples_rows, scores, generation_seconds)

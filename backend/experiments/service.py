@@ -269,7 +269,7 @@ def _compare_row(session: Session, run: Run) -> tuple[CompareRow, dict]:
     cost = strategy_cost(
         strategy=subset.strategy, labels=subset.n,
         price_per_label=subset.cost_per_prompt if subset.cost_per_prompt is not None else pool.cost_per_label,
-        probe_samples=probe.prompt_count * probe.k, probe_max_new_tokens=probe.max_new_tokens,
+        probe_samples=probe.samples_drawn or probe.prompt_count * probe.k, probe_max_new_tokens=probe.max_new_tokens,
         probe_samples_per_second=probe.samples_per_second, training_seconds=math.fsum(step_times) or None,
         gain=summary.gain, device=(run.library_versions or {}).get("device"))
     row = CompareRow(

@@ -149,6 +149,8 @@ class TaskContext:
     soft_limit_seconds: float
     lease_seconds: float = field(default_factory=lambda: get_settings().lease_seconds)
     lease_lost: bool = False
+    # False in `run_here`, which runs the tasks a run function adds itself; a worker sends them to the broker
+    sends_new_tasks: bool = True
 
     def beat(self, *, done: int | None = None, total: int | None = None, message: str | None = None,
              stopped: str = "", session: Session | None = None) -> bool:
@@ -242,7 +244,7 @@ class TaskContext:
 # --- claiming --------------------------------------------------------------------------------------
 
 
-def claim(kind: JobKind, task_id: int, owner: str) -> TaskContext | str:
+def claim(kind: JobKind, task_id: int, owner: str, *, in_process: bool = False) -> TaskContext | str:
     """Take the task's lease for `owner`; or the reason not to run it (already done, the job ended,
     another worker holds a live lease)."""
     settings = get_settings()
@@ -287,7 +289,8 @@ def claim(kind: JobKind, task_id: int, owner: str) -> TaskContext | str:
         session.add(job)
         return TaskContext(kind=kind, task_id=task.id, job_id=job.id, label=task.label, args=dict(task.args),
                            owner=owner, soft_deadline=time.monotonic() + task.soft_limit_seconds,
-                           soft_limit_seconds=task.soft_limit_seconds, lease_seconds=settings.lease_seconds)
+                           soft_limit_seconds=task.soft_limit_seconds, lease_seconds=settings.lease_seconds,
+                           sends_new_tasks=not in_process)
 
 
 def _live_leases(session: Session, job_id: int, except_task: int | None = None) -> int:
@@ -323,12 +326,13 @@ def lost(session: Session, kind: JobKind, job: Job, task: JobTask, why: str) -> 
 # --- running ---------------------------------------------------------------------------------------
 
 
-def execute(kind: JobKind, task_id: int, owner: str, *, retries_so_far: int = 0) -> str:
-    """Claim and run one task; its outcome in a word. Raises RetryLater for a transient error with retries left."""
+def execute(kind: JobKind, task_id: int, owner: str, *, retries_so_far: int = 0, in_process: bool = False) -> str:
+    """Claim and run one task; its outcome in a word. Raises RetryLater for a transient error with retries left.
+    ``in_process``: tasks the run adds are left for this process (`run_here`), not sent."""
     prepare = kind.prepare_function()
     if prepare is not None:
         _prepare(prepare, task_id)
-    ctx = claim(kind, task_id, owner)
+    ctx = claim(kind, task_id, owner, in_process=in_process)
     if isinstance(ctx, str):
         return ctx
     try:
@@ -413,22 +417,29 @@ def fail_job(job_id: int, message: str) -> None:
 
 
 def run_here(job_id: int, *, backoff_seconds: float = 2.0) -> str:
-    """Run every task of a job in this process, in order, with the same retry policy (the CLI's --local).
-    Returns the job's final status."""
+    """Run every task of a job in this process, in order, with the same retry policy (the CLI's --local); also
+    the tasks a run adds (an adaptive probe's later rounds). Returns the job's final status."""
     delivery = f"local-{uuid.uuid4().hex[:8]}"
     with session_scope() as session:
         kind = get_kind(session.get(Job, job_id).kind)
-        task_ids = list(session.exec(select(JobTask.id).where(JobTask.job_id == job_id).order_by(JobTask.id)))
-        session.execute(update(JobTask).where(JobTask.job_id == job_id).values(sent_at=utcnow()))
-    for task_id in task_ids:
-        for attempt in range(MAX_RETRIES + 1):
-            try:
-                outcome = execute(kind, task_id, owner_name(f"{delivery}-{task_id}#{attempt}"),
-                                  retries_so_far=attempt)
-                break
-            except RetryLater:
-                time.sleep(backoff_seconds * 2 ** attempt)
-        if outcome in (CANCELLED, FAILED):
-            break
-    with session_scope() as session:
-        return session.get(Job, job_id).status
+    tried: set[int] = set()
+    while True:
+        with session_scope() as session:
+            task_ids = [task_id for task_id in session.exec(
+                select(JobTask.id).where(JobTask.job_id == job_id, JobTask.completed_at.is_(None))
+                .order_by(JobTask.id)) if task_id not in tried]
+            if not task_ids or JobStatus(session.get(Job, job_id).status) in FINISHED:
+                return session.get(Job, job_id).status
+            session.execute(update(JobTask).where(JobTask.id.in_(task_ids)).values(sent_at=utcnow()))
+        for task_id in task_ids:
+            tried.add(task_id)
+            for attempt in range(MAX_RETRIES + 1):
+                try:
+                    outcome = execute(kind, task_id, owner_name(f"{delivery}-{task_id}#{attempt}"),
+                                      retries_so_far=attempt, in_process=True)
+                    break
+                except RetryLater:
+                    time.sleep(backoff_seconds * 2 ** attempt)
+            if outcome in (CANCELLED, FAILED):
+                with session_scope() as session:
+                    return session.get(Job, job_id).status

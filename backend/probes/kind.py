@@ -15,7 +15,7 @@ def _probe(session: Session, job: Job) -> Probe | None:
 def _time_limits(session: Session, job: Job, args: dict) -> tuple[float, float]:
     probe = session.get(Probe, args["probe_id"])
     shard = session.get(ProbeShard, (args["probe_id"], args["shard_index"]))
-    prompts = shard.end_position - shard.first_position
+    prompts = len(shard.prompt_ids) if shard.prompt_ids is not None else shard.end_position - shard.first_position
     return limits_for_tokens(prompts * probe.k * probe.max_new_tokens)
 
 

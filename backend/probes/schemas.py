@@ -23,6 +23,41 @@ PROBE_PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+class AdaptiveCreate(BaseModel):
+    """Sample in rounds and stop sampling a prompt once more samples are unlikely to change the decision
+    (backend.curation.adaptive). Needs gold answers: the rule reads pass rates."""
+
+    strategy: Literal["hard", "easy", "medium", "learnable", "band"] | None = Field(
+        None, description="The decision: the strategy you will pick the subset with")
+    count: int | None = Field(None, ge=1, le=INT32_MAX, description="The decision's budget N, in prompts")
+    fraction: float | None = Field(None, gt=0, le=1, description="Or N as a fraction of the pool")
+    band: tuple[float, float] = Field((0.1, 0.9), description="Pass-rate band (lo, hi) for the band strategy")
+    group_size: int = Field(8, ge=2, le=64, description="The GRPO group size G (learnable ranks by it)")
+    seed: int = Field(0, ge=0, le=INT32_MAX,
+                      description="The seed the subset will break ties with (a subset's default is 0)")
+    tolerance: float = Field(0.02, gt=0, le=0.5, description="Expected share of picks allowed to differ from "
+                                                             "those of a probe with k samples of every prompt")
+    max_width: float | None = Field(None, gt=0, le=1, description="Also stop a prompt once its 95% Wilson "
+                                                                  "interval is at most this wide")
+    first_round: int = Field(2, ge=1, le=64, description="Samples of every prompt in the first round (at most k)")
+    round_size: int = Field(2, ge=1, le=64, description="Samples added to each open prompt per later round")
+
+    @model_validator(mode="after")
+    def _needs_a_rule(self) -> "AdaptiveCreate":
+        if self.strategy is None and (self.count is not None or self.fraction is not None):
+            raise ValueError("count and fraction are the budget of a decision: give a strategy as well")
+        if self.strategy is None and self.max_width is None:
+            raise ValueError("adaptive probing needs a decision (strategy with count or fraction), a max_width, "
+                             "or both")
+        if self.strategy is not None and (self.count is None) == (self.fraction is None):
+            raise ValueError(f"the {self.strategy} decision needs its budget: give exactly one of count or "
+                             "fraction")
+        lo, hi = self.band
+        if not 0 <= lo <= hi <= 1:
+            raise ValueError(f"band must be two pass rates lo <= hi within [0, 1], got {list(self.band)}")
+        return self
+
+
 class ProbeCreate(BaseModel):
     pool_id: BodyId(Pool, "Pool")
     model: str = Field(DEFAULT_MODEL, description="A name from GET /api/models or a local checkpoint directory")
@@ -47,11 +82,18 @@ class ProbeCreate(BaseModel):
                           "(the demo pool on the embedded model): k = 8, temperature 0.7, 16 new tokens, a terse "
                           "ChatML template, lenient grading; fields given explicitly override it")
 
+    adaptive: AdaptiveCreate | None = Field(
+        None, description="Sample in rounds and stop a prompt early once its decision is settled; default: k "
+                          "samples of every prompt")
+
     @model_validator(mode="after")
     def _apply_preset(self) -> "ProbeCreate":
         for name, value in PROBE_PRESETS.get(self.preset or "", {}).items():
             if name not in self.model_fields_set:
                 setattr(self, name, value)
+        if self.adaptive is not None and self.adaptive.first_round > self.k:
+            raise ValueError(f"adaptive.first_round ({self.adaptive.first_round}) exceeds k ({self.k}): the first "
+                             "round draws at most k samples")
         return self
 
 
@@ -75,6 +117,11 @@ class ProbeRead(BaseModel):
     prompt_count: int
     shard_size: int
     samples_per_second: float | None
+    adaptive: dict[str, Any] | None = Field(description="The stop rule of an adaptive probe (N resolved); null: k "
+                                                        "samples of every prompt")
+    samples_drawn: int | None = Field(description="Samples drawn, once the probe succeeded")
+    samples_saved: float | None = Field(description="Share of the prompt_count x k samples an adaptive probe did "
+                                                    "not draw")
     created_at: datetime
     job: JobRead
 

@@ -5,6 +5,8 @@ import math
 from sqlalchemy import func
 from sqlmodel import Session, select
 
+from backend.curation.adaptive import StopRule
+from backend.curation.budget import BudgetError, budget_to_count
 from backend.curation.failures import NeverSolved, breakdown, failure_kind
 from backend.database import get_or_404
 from backend.errors import AppError
@@ -15,7 +17,7 @@ from backend.jobs.tables import Job
 from backend.models_catalog import check_model
 from backend.pools.tables import Pool, Prompt
 from backend.probes.kind import PROBE
-from backend.probes.schemas import ProbeCreate, ProbeRead, PromptSamples
+from backend.probes.schemas import AdaptiveCreate, ProbeCreate, ProbeRead, PromptSamples
 from backend.probes.tables import Probe, ProbeShard, PromptScore, Sample
 from backend.prompting import PAPER_CHOICE_TEMPLATE, PAPER_TEMPLATE, check_chat_template_options, check_template
 
@@ -41,6 +43,22 @@ def shard_size_for(prompt_count: int, largest: int) -> int:
     return min(largest, max(MIN_SHARD, 8 * math.ceil(prompt_count / PARTIAL_SHARDS / 8)))
 
 
+def stop_rule(pool: Pool, body: ProbeCreate, adaptive: AdaptiveCreate) -> StopRule:
+    """The adaptive probe's stop rule, its budget resolved against the pool; 422 where it cannot apply."""
+    if not pool.has_answers:
+        raise AppError(422, f"Adaptive probing reads pass rates, and pool {pool.id} has prompts without a gold "
+                            "answer. Label them (or upload the pool with answers), or probe without adaptive.")
+    n = None
+    if adaptive.strategy is not None:
+        try:
+            n = budget_to_count(pool.prompt_count, count=adaptive.count, fraction=adaptive.fraction).n
+        except BudgetError as exc:
+            raise AppError(422, f"adaptive: {exc}.") from exc
+    return StopRule(k=body.k, first_round=adaptive.first_round, round_size=adaptive.round_size,
+                    strategy=adaptive.strategy, n=n, seed=adaptive.seed, group_size=adaptive.group_size,
+                    band=adaptive.band, tolerance=adaptive.tolerance, max_width=adaptive.max_width)
+
+
 def create_probe(session: Session, body: ProbeCreate, shard_size: int) -> Probe:
     """Write the probe, its job, its shards (at most ``shard_size`` prompts each, see `shard_size_for`) and
     their tasks (status queued); the caller commits and sends."""
@@ -53,11 +71,13 @@ def create_probe(session: Session, body: ProbeCreate, shard_size: int) -> Probe:
     template = body.template
     if template == PAPER_TEMPLATE and pool.task_type == "choice":  # the paper asked BBH for \boxed{(X)}
         template = PAPER_CHOICE_TEMPLATE
+    rule = stop_rule(pool, body, body.adaptive) if body.adaptive is not None else None
     job = create_job(session, "probe", total=pool.prompt_count)
     probe = Probe(pool_id=pool.id, job_id=job.id, model=model, k=body.k, temperature=body.temperature,
                   max_new_tokens=body.max_new_tokens, template=template,
                   chat_template_options=body.chat_template_options, grading_policy=body.grading_policy, seed=body.seed,
-                  label_free=not pool.has_answers, shard_size=shard_size, prompt_count=pool.prompt_count)
+                  label_free=not pool.has_answers, shard_size=shard_size, prompt_count=pool.prompt_count,
+                  adaptive=rule.to_dict() if rule else None)
     session.add(probe)
     session.flush()
     for index in range(math.ceil(pool.prompt_count / shard_size)):
@@ -76,7 +96,9 @@ def probe_read(session: Session, probe: Probe) -> ProbeRead:
     job = session.get(Job, probe.job_id)
     graded = session.exec(select(func.count()).select_from(PromptScore)
                           .where(PromptScore.probe_id == probe.id, PromptScore.pass_rate.is_not(None))).one()
-    return ProbeRead(**probe.model_dump(), graded_prompts=graded, job=JobRead.of(job))
+    saved = (1.0 - probe.samples_drawn / (probe.prompt_count * probe.k)
+             if probe.adaptive is not None and probe.samples_drawn is not None else None)
+    return ProbeRead(**probe.model_dump(), graded_prompts=graded, samples_saved=saved, job=JobRead.of(job))
 
 
 def list_probes(session: Session, pool_id: int | None) -> list[Probe]:

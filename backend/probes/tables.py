@@ -32,11 +32,17 @@ class Probe(SQLModel, table=True):
     shard_size: int
     prompt_count: int
     samples_per_second: float | None = None
+    # An adaptive probe's stop rule (backend.curation.adaptive.StopRule as a dict); None: k samples of every prompt.
+    adaptive: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    samples_drawn: int | None = Field(default=None, sa_column=Column(_BIGINT),
+                                      description="Samples the probe drew, set when it succeeds")
     created_at: datetime = Field(default_factory=utcnow)
 
 
 class ProbeShard(SQLModel, table=True):
-    """A slice of the pool (by prompt position). Its results commit together with completed_at."""
+    """A slice of the pool (by prompt position). Its results commit together with completed_at.
+
+    An adaptive probe's later rounds add shards whose ``prompt_ids`` name the prompts still open in that slice."""
 
     __tablename__ = "probe_shard"
     probe_id: int = Field(sa_column=Column(Integer, ForeignKey("probe.id", ondelete="CASCADE"),
@@ -46,6 +52,9 @@ class ProbeShard(SQLModel, table=True):
     end_position: int = Field(description="exclusive")
     completed_at: datetime | None = None
     seconds: float | None = None
+    round: int = Field(default=1, sa_column=Column(Integer, nullable=False, server_default="1"))
+    prompt_ids: list[int] | None = Field(default=None, sa_column=Column(JSON),
+                                         description="None: every prompt of the slice (the first round)")
 
 
 class PromptScore(SQLModel, table=True):
