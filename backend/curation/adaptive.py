@@ -109,9 +109,12 @@ def open_prompts(rule: StopRule, correct: np.ndarray, drawn: np.ndarray, round_i
     """Which prompts (a boolean mask) get more samples after round ``round_index`` (1 is the first), given each
     prompt's correct samples of those drawn so far. Every prompt below k is a candidate, also one stopped in an
     earlier round: the threshold moves as others are sampled, and a prompt whose flip chance grew is opened again
-    (it catches up, `next_draws`). Reproducible: the simulation is seeded by the rule's seed and the round."""
+    (it catches up, `next_draws`), until the last round (`rounds_at_most`). Reproducible: the simulation is
+    seeded by the rule's seed and the round."""
     correct, drawn = np.asarray(correct, dtype=np.int64), np.asarray(drawn, dtype=np.int64)
     candidates = drawn < rule.k
+    if round_index >= rounds_at_most(rule):  # the last round brought every open prompt to k
+        return np.zeros_like(candidates)
     if rule.max_width is not None:
         candidates &= wilson_width(correct, drawn) > rule.max_width + 1e-12
     if rule.strategy is None or not candidates.any():

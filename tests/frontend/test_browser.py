@@ -216,6 +216,37 @@ def test_untrusted_prompt_text_is_shown_as_text(page: Page, server: str) -> None
     assert page.problems == []
 
 
+def test_an_adaptive_probe_shows_its_saving(page: Page, server: str, worker) -> None:
+    """The probe form's adaptive option: the probe runs in rounds, and the job box says how many samples it saved."""
+    sign_in(page, server)
+    with page.expect_response(lambda r: r.url.endswith("/api/pools/demo") and r.request.method == "POST") as created:
+        page.click("#demo-button")
+    pool = created.value.json()
+    page.click(f"[data-testid=pool-link-{pool['id']}]")
+    page.wait_for_url(f"**/#/pools/{pool['id']}")
+    expect(page.locator("#probe-preset")).to_have_value("demo")
+    page.select_option("#probe-model", TINY_MODEL)
+    page.fill("#probe-k", "6")
+    page.fill("#probe-max-new-tokens", "4")
+    page.click("#probe-adaptive summary")
+    page.select_option("#probe-adaptive-strategy", "hard")
+    page.fill("#probe-adaptive-percent", "10")
+    with page.expect_response(lambda r: r.url.endswith("/api/probes") and r.request.method == "POST") as started:
+        page.click("#probe-submit")
+    assert started.value.status == 202, started.value.text()
+    probe = started.value.json()
+    assert probe["adaptive"]["strategy"] == "hard" and probe["adaptive"]["n"] == pool["prompt_count"] // 10
+    expect(page.locator("#probe-adaptive-summary")).to_contain_text(f"hard at N = {probe['adaptive']['n']}")
+    expect(page.locator("#job-state")).to_have_attribute("data-status", "succeeded", timeout=PROBE_TIMEOUT_MS)
+    final = api_get(page, server, f"/api/probes/{probe['id']}")
+    assert 0 < final["samples_drawn"] < pool["prompt_count"] * 6
+    expect(page.locator("#probe-adaptive-summary")).to_contain_text(
+        f"{final['samples_drawn']:,} of {pool['prompt_count'] * 6:,} samples drawn, ")
+    saved = float(re.search(r"(\d+)% saved", page.locator("#probe-adaptive-summary").inner_text()).group(1))
+    assert saved == pytest.approx(100 * final["samples_saved"], abs=0.51)
+    assert page.problems == []
+
+
 def test_untrusted_text_in_the_drilldown(page: Page, server: str, worker) -> None:
     """Prompt, gold answer and model completions in the drill-down are text too."""
     sign_in(page, server)

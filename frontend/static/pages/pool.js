@@ -72,6 +72,19 @@ export async function renderPool(ctx, poolId) {
         type: "text", id: "probe-chat-template-options", name: "chat_template_options", spellcheck: "false",
         placeholder: '{"enable_thinking": false}',
       }), { hint: "Passed to the chat template in probing, training and evaluation (e.g. Qwen3 thinking off)" })),
+    h("details", { id: "probe-adaptive", class: "stack" },
+      h("summary", null, "Adaptive probing: stop sampling a prompt once its pick is settled (optional)"),
+      h("p", { class: "muted small" }, "Samples in rounds (2 samples of every prompt, then 2 more for those still open) and stops a prompt "
+        + "once more samples are unlikely to change whether the strategy below picks it at this budget: at most 2% of the picks are "
+        + "expected to differ from a probe with k samples of every prompt. Pick the subset later with the same strategy, budget and "
+        + "seed 0. Needs gold answers."),
+      h("div", { class: "grid grid-3" },
+        field("Decision", h("select", { id: "probe-adaptive-strategy", name: "adaptive_strategy" },
+          h("option", { value: "" }, "none: no decision rule"),
+          ["hard", "easy", "medium", "learnable", "band"].map((name) => h("option", { value: name }, name)))),
+        field("Budget N (% of the pool)", h("input", { type: "number", id: "probe-adaptive-percent", name: "adaptive_percent", value: "10", min: "0.1", max: "100", step: "0.1" })),
+        field("Or stop at a Wilson width ≤", h("input", { type: "number", id: "probe-adaptive-width", name: "adaptive_width", min: "0.01", max: "1", step: "0.01", placeholder: "e.g. 0.3" }),
+          { hint: "Either rule stops a prompt" }))),
     h("div", { class: "row" }, submitButton));
 
   const probeSelect = h("select", { id: "probe-select", "data-testid": "probe-select" });
@@ -317,9 +330,20 @@ export async function renderPool(ctx, poolId) {
       h("dl", { class: "kv" },
         h("dt", null, "Model"), h("dd", null, probe.model),
         h("dt", null, "Sampling"), h("dd", null, `k = ${probe.k}, temperature ${probe.temperature}, ≤ ${probe.max_new_tokens} new tokens, seed ${probe.seed}`),
+        probe.adaptive && h("dt", null, "Adaptive"), probe.adaptive && h("dd", { id: "probe-adaptive-summary", "data-testid": "probe-adaptive-summary" }, adaptiveSummary(probe)),
         h("dt", null, "Template"), h("dd", null, probe.template ? h("code", { class: "pre-line" }, probe.template) : "model default"),
         h("dt", null, "Chat-template options"), h("dd", { id: "probe-chat-options" }, probe.chat_template_options ? h("code", null, JSON.stringify(probe.chat_template_options)) : "none"),
         h("dt", null, "Grading"), h("dd", { id: "probe-grading" }, probe.grading_policy === "strict" ? "strict (last \\boxed{} only, exact)" : "lenient (unboxed final answers count)")));
+  }
+
+  function adaptiveSummary(probe) {
+    const rule = probe.adaptive;
+    const decision = [rule.strategy && `${rule.strategy} at N = ${fmt.int(rule.n)}`, rule.max_width != null && `Wilson width ≤ ${rule.max_width}`]
+      .filter(Boolean).join(", or ");
+    const full = probe.prompt_count * probe.k;
+    return probe.samples_drawn != null
+      ? `stops a prompt once settled (${decision}): ${fmt.int(probe.samples_drawn)} of ${fmt.int(full)} samples drawn, ${fmt.num(100 * probe.samples_saved, 0)}% saved`
+      : `in rounds, stopping a prompt once settled (${decision})`;
   }
 
   async function cancelJob(job, button) {
@@ -365,6 +389,15 @@ export async function renderPool(ctx, poolId) {
       grading_policy: String(data.get("grading_policy") || "lenient"),
       seed: Number(data.get("seed")),
     };
+    const adaptiveStrategy = String(data.get("adaptive_strategy") || "");
+    const adaptiveWidth = String(data.get("adaptive_width") || "").trim();
+    if (adaptiveStrategy || adaptiveWidth) {
+      body.adaptive = {
+        strategy: adaptiveStrategy || null,
+        fraction: adaptiveStrategy ? Number(data.get("adaptive_percent")) / 100 : null,
+        max_width: adaptiveWidth ? Number(adaptiveWidth) : null,
+      };
+    }
     submitButton.disabled = true;
     try {
       const probe = await api("/api/probes", { method: "POST", json: body });
