@@ -231,6 +231,34 @@ def load_model(name: str, device: str | None = None, *, dtype: Any = None) -> tu
         return model, tokenizer
 
 
+def load_adapted_model(name: str, adapter: str, device: str | None = None, *, dtype: Any = None) -> tuple[Any, Any]:
+    """``name`` with a trained LoRA adapter applied, like `load_model` but a copy of its own (PEFT changes the
+    modules it wraps, and the cached base must stay the base). In float32 the adapter is merged into the weights
+    (generation then costs what the base's does); in bfloat16 merging would round most of the small delta
+    away, so PEFT's wrappers stay."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device = device or default_device()
+    dtype = dtype or default_dtype(device)
+    checkpoint = ensure_checkpoint(name)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+        base = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=dtype)
+        model = PeftModel.from_pretrained(base, adapter)
+    except Exception as exc:
+        raise ModelLoadError(f"Could not load model '{name}' with the adapter in {adapter}: "
+                             f"{type(exc).__name__}: {exc}") from exc
+    if dtype == torch.float32:
+        model = model.merge_and_unload()
+    model.to(device).eval()
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
 def clear_model_cache() -> None:
     with _lock:
         _cache.clear()

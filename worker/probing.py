@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from sqlalchemy import delete, func, insert
@@ -37,6 +38,7 @@ from backend.pools.tables import Pool, Prompt
 from backend.probes.kind import PROBE
 from backend.probes.service import shard_size_for
 from backend.probes.tables import Probe, ProbeShard, PromptScore, Sample
+from backend.runs.tables import AdapterProbe, Run
 from backend.timeutil import format_duration, utcnow
 from worker.engines.base import GenerationEngine, derive_seed
 
@@ -60,6 +62,7 @@ class ShardWork:
     shard_count: int  # of its round
     first_position: int
     model: str
+    adapter: str | None  # a run's LoRA adapter applied to the model (a re-probe), or None
     k: int
     temperature: float
     max_new_tokens: int
@@ -95,7 +98,7 @@ def run_shard(ctx: TaskContext) -> str:
     work = _read_work(ctx.args["probe_id"], ctx.args["shard_index"])
     if isinstance(work, str):
         return work
-    return _probe(ctx, work, _engine(work.model))
+    return _probe(ctx, work, _engine(work.model, work.adapter))
 
 
 def load_engine(args: dict) -> None:
@@ -103,16 +106,29 @@ def load_engine(args: dict) -> None:
     with session_scope() as session:
         probe = session.get(Probe, args["probe_id"])
         model = probe.model if probe else None
+        adapter = adapter_of(session, probe.id) if probe else None
     if model is not None:
-        _engine(model)
+        _engine(model, adapter)
 
 
-def _engine(model: str) -> GenerationEngine:
+def adapter_of(session: Session, probe_id: int) -> str | None:
+    """The LoRA adapter directory a run's re-probe applies (None for a probe of the base model)."""
+    link = session.get(AdapterProbe, probe_id)
+    if link is None:
+        return None
+    run = session.get(Run, link.run_id)
+    if run.adapter_path is None or not Path(run.adapter_path).is_dir():
+        raise JobFailure(f"Run {run.id}'s adapter is no longer at {run.adapter_path}; re-probing needs it. Train "
+                         "the run again, or restore BUDGETLAB_ARTIFACT_DIR.")
+    return run.adapter_path
+
+
+def _engine(model: str, adapter: str | None = None) -> GenerationEngine:
     engine = getattr(_override, "engine", None)
     if engine is None:
         from worker.engines import get_engine
 
-        engine = get_engine(model)
+        engine = get_engine(model, adapter)
     return engine
 
 
@@ -157,14 +173,15 @@ def shard_label(shard_index: int) -> str:
 def _settled_prompts(session: Session, probe_id: int, round_index: int, prompt_count: int) -> int:
     """Progress in prompts: in the first round, those of completed shards; in a later round, all but the open
     prompts of its shards not completed yet."""
+    shards = session.exec(select(ProbeShard).where(ProbeShard.probe_id == probe_id, ProbeShard.round == round_index)
+                          .execution_options(populate_existing=True)).all()
     if round_index == 1:
-        done = session.exec(select(func.coalesce(func.sum(ProbeShard.end_position - ProbeShard.first_position), 0))
-                            .where(ProbeShard.probe_id == probe_id, ProbeShard.round == 1,
-                                   ProbeShard.completed_at.is_not(None))).one()
-        return int(done)
-    pending = session.exec(select(ProbeShard.prompt_ids).where(
-        ProbeShard.probe_id == probe_id, ProbeShard.round == round_index, ProbeShard.completed_at.is_(None))).all()
-    return prompt_count - sum(len(ids or ()) for ids in pending)
+        return sum(_size(shard) for shard in shards if shard.completed_at is not None)
+    return prompt_count - sum(_size(shard) for shard in shards if shard.completed_at is None)
+
+
+def _size(shard: ProbeShard) -> int:
+    return len(shard.prompt_ids) if shard.prompt_ids is not None else shard.end_position - shard.first_position
 
 
 def _read_work(probe_id: int, shard_index: int) -> ShardWork | str:
@@ -198,7 +215,8 @@ def _read_work(probe_id: int, shard_index: int) -> ShardWork | str:
         return ShardWork(
             probe_id=probe_id, probe_job_id=probe.job_id, shard_index=shard_index,
             shard_number=shard_index - min(round_shards) + 1, shard_count=len(round_shards),
-            first_position=shard.first_position, model=probe.model, k=probe.k, temperature=probe.temperature,
+            first_position=shard.first_position, model=probe.model, adapter=adapter_of(session, probe_id),
+            k=probe.k, temperature=probe.temperature,
             max_new_tokens=probe.max_new_tokens, template=probe.template,
             chat_template_options=probe.chat_template_options, grading_policy=probe.grading_policy, seed=probe.seed,
             label_free=probe.label_free, task_type=pool.task_type, prompt_ids=prompt_ids,

@@ -59,30 +59,43 @@ def stop_rule(pool: Pool, body: ProbeCreate, adaptive: AdaptiveCreate) -> StopRu
                     band=adaptive.band, tolerance=adaptive.tolerance, max_width=adaptive.max_width)
 
 
-def create_probe(session: Session, body: ProbeCreate, shard_size: int) -> Probe:
+def create_probe(session: Session, body: ProbeCreate, shard_size: int, *, prompt_ids: list[int] | None = None) -> Probe:
     """Write the probe, its job, its shards (at most ``shard_size`` prompts each, see `shard_size_for`) and
-    their tasks (status queued); the caller commits and sends."""
+    their tasks (status queued); the caller commits and sends. ``prompt_ids``: probe only these prompts of the pool
+    (a run's training subset, backend.runs.reprobe)."""
     check_probe_settings(body)
     model = check_model(body.model)
     pool = get_or_404(session, Pool, body.pool_id)
     if pool.prompt_count == 0:
         raise AppError(409, f"Pool {pool.id} has no prompts to probe; upload a file with prompts first.")
-    shard_size = shard_size_for(pool.prompt_count, shard_size)
+    chosen = None
+    if prompt_ids is not None:
+        chosen = session.exec(select(Prompt.id, Prompt.position).where(Prompt.pool_id == pool.id,
+                                                                       Prompt.id.in_(prompt_ids))
+                              .order_by(Prompt.position)).all()
+    prompt_count = pool.prompt_count if chosen is None else len(chosen)
+    shard_size = shard_size_for(prompt_count, shard_size)
     template = body.template
     if template == PAPER_TEMPLATE and pool.task_type == "choice":  # the paper asked BBH for \boxed{(X)}
         template = PAPER_CHOICE_TEMPLATE
     rule = stop_rule(pool, body, body.adaptive) if body.adaptive is not None else None
-    job = create_job(session, "probe", total=pool.prompt_count)
+    job = create_job(session, "probe", total=prompt_count)
     probe = Probe(pool_id=pool.id, job_id=job.id, model=model, k=body.k, temperature=body.temperature,
                   max_new_tokens=body.max_new_tokens, template=template,
                   chat_template_options=body.chat_template_options, grading_policy=body.grading_policy, seed=body.seed,
-                  label_free=not pool.has_answers, shard_size=shard_size, prompt_count=pool.prompt_count,
+                  label_free=not pool.has_answers, shard_size=shard_size, prompt_count=prompt_count,
                   adaptive=rule.to_dict() if rule else None)
     session.add(probe)
     session.flush()
-    for index in range(math.ceil(pool.prompt_count / shard_size)):
-        session.add(ProbeShard(probe_id=probe.id, shard_index=index, first_position=index * shard_size,
-                               end_position=min((index + 1) * shard_size, pool.prompt_count)))
+    for index in range(math.ceil(prompt_count / shard_size)):
+        if chosen is None:
+            shard = ProbeShard(probe_id=probe.id, shard_index=index, first_position=index * shard_size,
+                               end_position=min((index + 1) * shard_size, prompt_count))
+        else:
+            chunk = chosen[index * shard_size:(index + 1) * shard_size]
+            shard = ProbeShard(probe_id=probe.id, shard_index=index, first_position=chunk[0][1],
+                               end_position=chunk[-1][1] + 1, prompt_ids=[prompt_id for prompt_id, _ in chunk])
+        session.add(shard)
         session.flush()
         add_task(session, PROBE, job, f"shard {index}", {"probe_id": probe.id, "shard_index": index})
     return probe

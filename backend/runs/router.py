@@ -12,12 +12,15 @@ from backend.errors import AppError
 from backend.experiments.tables import Experiment
 from backend.jobs.dispatch import commit_and_send
 from backend.params import PathId, QueryId
+from backend.probes.tables import Probe
 from backend.runs import service
 from backend.runs.downloads import adapter_zip, metrics_csv, trl_config
 from backend.runs.figures import FIGURE_KEYS, run_figures
-from backend.runs.schemas import RunCreate, RunMetrics, RunRead
+from backend.runs.reprobe import moved, reprobe
+from backend.runs.schemas import RunCreate, RunMetrics, RunMoved, RunRead
 from backend.runs.settings import PRESETS, TrainingSettings, preset
 from backend.runs.tables import Run
+from backend.settings import get_settings
 from backend.subsets.tables import Subset
 
 router = APIRouter(tags=["runs"])
@@ -51,6 +54,27 @@ def list_runs(session: SessionDep, experiment_id: QueryId(Experiment, "Experimen
 @router.get("/runs/{run_id}")
 def get_run(run_id: RunId, session: SessionDep) -> RunRead:
     return RunRead.of(session, service.get_run(session, run_id))
+
+
+@router.post("/runs/{run_id}/reprobe", status_code=202,
+             responses={409: {"description": "The run has not trained to the end, or its probe is label-free"}})
+def reprobe_run(run_id: RunId, session: SessionDep) -> RunMoved:
+    """Probe the run's trained policy (base model + its LoRA adapter) on its subset and its evaluation pool, with
+    the settings of the probe its subset came from (and the base model on the evaluation pool where it has no such
+    probe yet). Asking again returns the same probes unless one failed or was cancelled."""
+    links, created = reprobe(session, service.get_run(session, run_id), get_settings().probe_shard_size)
+    if created:
+        probes = {link.probe_id for link in links} | {link.baseline_probe_id for link in links}
+        commit_and_send(session, sorted({session.get(Probe, probe_id).job_id for probe_id in probes}))
+    return RunMoved(run_id=run_id, scopes=moved(session, run_id))
+
+
+@router.get("/runs/{run_id}/moved")
+def run_moved(run_id: RunId, session: SessionDep) -> RunMoved:
+    """Which prompts moved between the base model and the trained policy: a transition table by tier, the pass rate
+    by the base tier, and the prompts never solved before that the policy now solves."""
+    service.get_run(session, run_id)
+    return RunMoved(run_id=run_id, scopes=moved(session, run_id))
 
 
 @router.get("/runs/{run_id}/metrics")

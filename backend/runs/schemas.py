@@ -73,3 +73,47 @@ class RunMetrics(BaseModel):
     run_id: int
     keys: list[str]
     series: dict[str, MetricSeries]
+
+
+class PromptMove(BaseModel):
+    prompt_id: int
+    external_id: str
+    text: str
+    correct_before: int
+    k_before: int
+    correct_after: int
+    k_after: int
+
+
+class TierGain(BaseModel):
+    tier: str = Field(description="The prompts' tier under the base model: never, rarely (below 1/2), often, always")
+    prompts: int
+    pass_before: float
+    pass_after: float
+    gain: float
+
+
+class MovedComparison(BaseModel):
+    prompts: int = Field(description="Prompts both probes scored")
+    tiers: list[str]
+    transitions: list[list[int]] = Field(description="Prompts by tier before (rows) and after (columns)")
+    by_tier: list[TierGain] = Field(description="Mean pass rate before and after, by tier before: where training "
+                                                "helped (the capacity boundary)")
+    pass_before: float | None
+    pass_after: float | None
+    newly_solved_count: int = Field(description="Prompts never solved before and solved at least once after")
+    newly_solved: list[PromptMove] = Field(description="The first 50 of them, most solved after first")
+
+
+class MovedScope(BaseModel):
+    scope: str = Field(description="training: the run's subset; evaluation: its evaluation pool")
+    probe_id: int = Field(description="The probe of the trained policy (base model + the run's adapter)")
+    pool_id: int
+    baseline_probe_id: int | None = Field(description="The base model's probe it is compared with")
+    status: dict[str, str] = Field(description="Job status of the probe after training and of the baseline")
+    comparison: MovedComparison | None = Field(description="Once both probes have succeeded")
+
+
+class RunMoved(BaseModel):
+    run_id: int
+    scopes: list[MovedScope] = Field(description="Empty until the run is re-probed (POST /runs/{id}/reprobe)")

@@ -41,3 +41,17 @@ class RunMetric(SQLModel, table=True):
     step: int = Field(sa_column=Column(Integer, primary_key=True, autoincrement=False))
     key: str = Field(sa_column=Column(String(200), primary_key=True))
     value: float = Field(sa_column=Column(Float, nullable=False))
+
+
+class AdapterProbe(SQLModel, table=True):
+    """A probe of a run's trained policy (its base model with the run's LoRA adapter), and the probe of the base
+    model it is compared with: the run's subset (scope "training", against the probe the subset was picked
+    from) or its evaluation pool ("evaluation", against a base probe of that pool with the same settings)."""
+
+    __tablename__ = "adapter_probe"
+    probe_id: int = Field(sa_column=Column(Integer, ForeignKey("probe.id", ondelete="CASCADE"), primary_key=True))
+    run_id: int = Field(sa_column=Column(Integer, ForeignKey("run.id", ondelete="CASCADE"), index=True,
+                                         nullable=False))
+    baseline_probe_id: int | None = Field(default=None, sa_column=Column(Integer, ForeignKey(
+        "probe.id", ondelete="SET NULL")))
+    scope: str = Field(description="training or evaluation")

@@ -29,15 +29,16 @@ def vllm_usable() -> bool:
     return True
 
 
-def get_engine(model_name: str) -> GenerationEngine:
-    """The engine for ``model_name``, created once per process (model loading is the slow part).
+def get_engine(model_name: str, adapter: str | None = None) -> GenerationEngine:
+    """The engine for ``model_name`` (with a trained LoRA ``adapter`` directory applied, if given), created once
+    per process (model loading is the slow part).
 
     One engine is kept at a time: asking for another model releases the previous one first, so a
     GPU worker that probes several models in turn does not run out of memory.
     """
     from backend.settings import get_settings
 
-    key = (model_name, str(get_settings().artifacts))
+    key = (model_name, adapter or "", str(get_settings().artifacts))
     with _lock:
         engine = _engines.get(key)
         if engine is None:
@@ -45,11 +46,11 @@ def get_engine(model_name: str) -> GenerationEngine:
             if vllm_usable():
                 from worker.engines.vllm_engine import VLLMEngine
 
-                engine = VLLMEngine(model_name)
+                engine = VLLMEngine(model_name, adapter=adapter)
             else:
                 from worker.engines.transformers_engine import TransformersEngine
 
-                engine = TransformersEngine(model_name)
+                engine = TransformersEngine(model_name, adapter=adapter)
             _engines[key] = engine
         return engine
 

@@ -16,15 +16,17 @@ class TransformersEngine:
     left padding and ``num_return_sequences=k``; greedy when temperature is 0.
 
     ``batch_size`` fixes the prompts per ``generate`` call; by default it is
-    ``rows_per_batch // k`` (at least 1), so the batch stays efficient whatever k is.
+    ``rows_per_batch // k`` (at least 1), so the batch stays efficient whatever k is. ``adapter``: a trained
+    LoRA adapter's directory, applied to the model (`worker.model_store.load_adapted_model`).
     """
 
     def __init__(self, model_name: str, *, device: str | None = None, batch_size: int | None = None,
-                 rows_per_batch: int | None = None, dtype=None):
-        from worker.model_store import load_model
+                 rows_per_batch: int | None = None, dtype=None, adapter: str | None = None):
+        from worker.model_store import load_adapted_model, load_model
 
         self.model_name = model_name
-        self.model, self.tokenizer = load_model(model_name, device, dtype=dtype)
+        self.model, self.tokenizer = (load_adapted_model(model_name, adapter, device, dtype=dtype) if adapter else
+                                      load_model(model_name, device, dtype=dtype))
         self.device = self.model.device
         self.batch_size = batch_size
         self.rows_per_batch = rows_per_batch or (GPU_ROWS_PER_BATCH if self.device.type == "cuda"

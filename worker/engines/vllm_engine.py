@@ -11,6 +11,19 @@ from worker.engines.base import check_sampling, derive_seed
 ROWS_PER_CALL = 2048
 
 
+# vLLM sizes its LoRA buffers for one of these ranks; an adapter's rank is rounded up to the next.
+VLLM_LORA_RANKS = (8, 16, 32, 64, 128, 256, 320, 512)
+
+
+def lora_rank_bound(adapter: str) -> int:
+    """The rank vLLM must allow for the PEFT adapter in this directory."""
+    import json
+    from pathlib import Path
+
+    rank = int(json.loads((Path(adapter) / "adapter_config.json").read_text())["r"])
+    return next((bound for bound in VLLM_LORA_RANKS if bound >= rank), rank)
+
+
 class VLLMEngine:
     """``n=k`` sampling with prefix caching (the k samples of a prompt share its KV cache).
 
@@ -19,7 +32,7 @@ class VLLMEngine:
     """
 
     def __init__(self, model_name: str, *, seed: int = 0, gpu_memory_utilization: float = 0.85,
-                 rows_per_call: int = ROWS_PER_CALL):
+                 rows_per_call: int = ROWS_PER_CALL, adapter: str | None = None):
         try:
             from vllm import LLM
         except ImportError as exc:  # pragma: no cover - depends on the machine
@@ -32,9 +45,15 @@ class VLLMEngine:
         self.model_name = model_name
         checkpoint = ensure_checkpoint(model_name)
         self.tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+        lora = {"enable_lora": True, "max_lora_rank": lora_rank_bound(adapter)} if adapter else {}
         self.llm = LLM(model=str(checkpoint), tokenizer=str(checkpoint), enable_prefix_caching=True, seed=seed,
-                       gpu_memory_utilization=gpu_memory_utilization)
+                       gpu_memory_utilization=gpu_memory_utilization, **lora)
         self.rows_per_call = rows_per_call
+        self.lora_request = None
+        if adapter:
+            from vllm.lora.request import LoRARequest
+
+            self.lora_request = LoRARequest("adapter", 1, adapter)  # ids start at 1
 
     def prompts_per_batch(self, k: int) -> int:
         return max(1, self.rows_per_call // max(1, k))
@@ -58,7 +77,7 @@ class VLLMEngine:
         # otherwise add a BOS token a second time for some tokenizers.
         inputs = [{"prompt_token_ids": self.tokenizer(text, add_special_tokens=False).input_ids}
                   for text in prompts]
-        outputs = self.llm.generate(inputs, sampling_params=params, use_tqdm=False)
+        outputs = self.llm.generate(inputs, sampling_params=params, use_tqdm=False, lora_request=self.lora_request)
         results = []
         for output in outputs:
             texts = [completion.text for completion in sorted(output.outputs, key=lambda c: c.index)]

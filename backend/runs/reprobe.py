@@ -1,0 +1,121 @@
+"""Re-probing a trained run (issue 10 §5): its policy (the base model with its LoRA adapter) probed with the
+settings of the probe its subset was picked from, on the subset's prompts and on its evaluation pool, each
+compared with the base model's probe of the same prompts (backend.curation.transitions)."""
+
+from __future__ import annotations
+
+import numpy as np
+from sqlmodel import Session, select
+
+from backend.curation.transitions import compare
+from backend.errors import AppError
+from backend.jobs.tables import Job
+from backend.pools.tables import Pool, Prompt
+from backend.probes.schemas import ProbeCreate
+from backend.probes.service import create_probe
+from backend.probes.tables import Probe, PromptScore
+from backend.runs.tables import AdapterProbe, Run
+from backend.subsets.tables import Subset, SubsetMember
+
+ENDED_BADLY = ("failed", "cancelled")
+NEWLY_SOLVED_SHOWN = 50
+
+
+def _status(session: Session, probe: Probe) -> str:
+    return session.get(Job, probe.job_id).status
+
+
+def _same_settings(probe: Probe) -> dict:
+    return {"model": probe.model, "k": probe.k, "temperature": probe.temperature,
+            "max_new_tokens": probe.max_new_tokens, "template": probe.template,
+            "chat_template_options": probe.chat_template_options, "grading_policy": probe.grading_policy,
+            "seed": probe.seed}
+
+
+def adapter_probes(session: Session, run_id: int) -> list[AdapterProbe]:
+    return list(session.exec(select(AdapterProbe).where(AdapterProbe.run_id == run_id)
+                             .order_by(AdapterProbe.probe_id)))
+
+
+def reprobe(session: Session, run: Run, shard_size: int) -> tuple[list[AdapterProbe], bool]:
+    """The run's re-probes: those it has unless one failed or was cancelled, else new ones (and a base probe of
+    the evaluation pool where none with the same settings exists). Returns them and whether they are new; the
+    caller commits and sends."""
+    job = session.get(Job, run.job_id)
+    if job.status != "succeeded" or run.adapter_path is None:
+        raise AppError(409, f"Run {run.id} is {job.status}{'' if run.adapter_path else ' and has no adapter'}; "
+                            "only a run that trained to the end can be re-probed with its adapter.")
+    existing = adapter_probes(session, run.id)
+    if existing and not any(_status(session, session.get(Probe, link.probe_id)) in ENDED_BADLY for link in existing):
+        return existing, False
+    subset = session.get(Subset, run.subset_id)
+    base = session.get(Probe, subset.probe_id)
+    if base.label_free:
+        raise AppError(409, f"Run {run.id}'s subset comes from label-free probe {base.id}: with no gold answers "
+                            "there is no pass rate to compare. Label the pool, probe it and train on that probe.")
+    settings = _same_settings(base)
+    members = list(session.exec(select(SubsetMember.prompt_id).where(SubsetMember.subset_id == subset.id)))
+    links = [_link(session, create_probe(session, ProbeCreate(pool_id=base.pool_id, **settings), shard_size,
+                                         prompt_ids=members), run, base, "training")]
+    if run.eval_pool_id is not None:
+        baseline = _base_probe_of(session, run.eval_pool_id, settings) or create_probe(
+            session, ProbeCreate(pool_id=run.eval_pool_id, **settings), shard_size)
+        links.append(_link(session, create_probe(session, ProbeCreate(pool_id=run.eval_pool_id, **settings),
+                                                 shard_size), run, baseline, "evaluation"))
+    return links, True
+
+
+def _link(session: Session, probe: Probe, run: Run, baseline: Probe, scope: str) -> AdapterProbe:
+    link = AdapterProbe(probe_id=probe.id, run_id=run.id, baseline_probe_id=baseline.id, scope=scope)
+    session.add(link)
+    session.flush()
+    return link
+
+
+def _base_probe_of(session: Session, pool_id: int, settings: dict) -> Probe | None:
+    """The newest probe of the whole pool by the base model with these settings that did not fail."""
+    pool = session.get(Pool, pool_id)
+    adapted = select(AdapterProbe.probe_id)
+    for probe in session.exec(select(Probe).where(Probe.pool_id == pool_id, Probe.adaptive.is_(None),
+                                                  Probe.prompt_count == pool.prompt_count,
+                                                  Probe.id.not_in(adapted)).order_by(Probe.id.desc())):
+        if _same_settings(probe) == settings and _status(session, probe) not in ENDED_BADLY:
+            return probe
+    return None
+
+
+def moved(session: Session, run_id: int) -> list[dict]:
+    """Per re-probe: its status and, once it and its baseline have succeeded, what moved."""
+    scopes = []
+    for link in adapter_probes(session, run_id):
+        after = session.get(Probe, link.probe_id)
+        before = session.get(Probe, link.baseline_probe_id) if link.baseline_probe_id else None
+        status = {"after": _status(session, after), "before": _status(session, before) if before else "deleted"}
+        scope = {"scope": link.scope, "probe_id": after.id, "pool_id": after.pool_id,
+                 "baseline_probe_id": before.id if before else None, "status": status, "comparison": None}
+        if status == {"after": "succeeded", "before": "succeeded"}:
+            scope["comparison"] = _comparison(session, before, after)
+        scopes.append(scope)
+    return scopes
+
+
+def _comparison(session: Session, before: Probe, after: Probe) -> dict:
+    """Over the prompts both probes scored with pass rates."""
+    scored = PromptScore.correct_count.is_not(None)
+    after_counts = {pid: (c, k) for pid, c, k in session.exec(
+        select(PromptScore.prompt_id, PromptScore.correct_count, PromptScore.k)
+        .where(PromptScore.probe_id == after.id, scored))}
+    rows = [(pid, c, k, *after_counts[pid]) for pid, c, k in session.exec(
+        select(PromptScore.prompt_id, PromptScore.correct_count, PromptScore.k)
+        .where(PromptScore.probe_id == before.id, scored).order_by(PromptScore.prompt_id)) if pid in after_counts]
+    table = np.array([row[1:] for row in rows], dtype=np.int64).reshape(-1, 4)
+    result = compare(table[:, 0], table[:, 1], table[:, 2], table[:, 3])
+    newly = [rows[i] for i in result.pop("newly_solved")]
+    newly.sort(key=lambda row: -row[3] / row[4])
+    prompts = {p.id: p for p in session.exec(select(Prompt).where(
+        Prompt.id.in_([row[0] for row in newly[:NEWLY_SOLVED_SHOWN]])))}
+    result.update(prompts=len(rows), newly_solved_count=len(newly), newly_solved=[
+        {"prompt_id": pid, "external_id": prompts[pid].external_id, "text": prompts[pid].text,
+         "correct_before": c0, "k_before": k0, "correct_after": c1, "k_after": k1}
+        for pid, c0, k0, c1, k1 in newly[:NEWLY_SOLVED_SHOWN]])
+    return result

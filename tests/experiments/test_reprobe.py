@@ -1,0 +1,91 @@
+"""What moved (issue 10 §5): a trained run re-probed with its LoRA adapter through the real worker, compared with
+the base model on its subset and its evaluation pool."""
+
+import pytest
+from sqlmodel import select
+
+from backend.curation.transitions import compare, tiers
+from backend.database import session_scope
+from tests.experiments.test_experiments import upload_exact_pool
+
+
+def test_tiers_and_the_transition_table():
+    assert tiers([0, 1, 4, 5, 8], [8, 8, 8, 8, 8]).tolist() == [0, 1, 2, 2, 3]
+    result = compare([0, 0, 0, 2, 8], [8, 8, 8, 8, 8], [0, 3, 8, 1, 8], [8, 8, 8, 8, 8])
+    assert result["transitions"] == [[1, 1, 0, 1], [0, 1, 0, 0], [0, 0, 0, 0], [0, 0, 0, 1]]
+    assert result["newly_solved"] == [1, 2]
+    never = result["by_tier"][0]
+    assert never == {"tier": "never", "prompts": 3, "pass_before": 0.0, "pass_after": pytest.approx(11 / 24),
+                     "gain": pytest.approx(11 / 24)}
+    assert [row["tier"] for row in result["by_tier"]] == ["never", "rarely", "always"]  # no prompt was "often"
+    assert result["pass_before"] == pytest.approx(10 / 40) and result["pass_after"] == pytest.approx(20 / 40)
+
+
+@pytest.fixture(scope="module")
+def yes_no_model(service_tiny_model, tmp_path_factory) -> str:
+    from tests.experiments.yes_no_model import build_yes_no_model
+
+    return str(build_yes_no_model(service_tiny_model, tmp_path_factory.mktemp("yes-no"), {"yes": 0.5, "no": 0.3}))
+
+
+def test_a_trained_run_is_reprobed_with_its_adapter(client, worker, yes_no_model):
+    from backend.probes.tables import Sample
+    from tests.conftest import wait_for_job
+
+    pool_id = upload_exact_pool(client, "reprobe train", ["yes"] * 8 + ["no"] * 8)
+    held_out = upload_exact_pool(client, "reprobe held-out", ["yes"] * 4 + ["no"] * 8)
+    probe = client.post("/api/probes", json={"pool_id": pool_id, "model": yes_no_model, "k": 8,
+                                             "max_new_tokens": 1, "seed": 1}).json()
+    assert wait_for_job(client, probe["job_id"], timeout=300)["status"] == "succeeded"
+    subset = client.post("/api/subsets", json={"probe_id": probe["id"], "strategy": "hard",
+                                               "budget": {"kind": "count", "value": 8}, "group_size": 4}).json()
+    settings = {"model": yes_no_model, "lora_rank": 4, "lora_alpha": 8, "num_generations": 4, "batch_size": 4,
+                "max_completion_length": 1, "learning_rate": 1e-2, "max_steps": 6, "seed": 3,
+                "eval_pool_id": held_out, "eval_every": 6, "eval_samples": 12}
+    run = client.post("/api/runs", json={"subset_id": subset["id"], "settings": settings})
+    assert run.status_code == 201, run.text
+    run = run.json()
+
+    refused = client.post(f"/api/runs/{run['id']}/reprobe")  # still queued or training
+    assert refused.status_code == 409 and "only a run that trained to the end" in refused.json()["detail"]
+    assert wait_for_job(client, run["job"]["id"], timeout=600)["status"] == "succeeded"
+    assert client.get(f"/api/runs/{run['id']}/moved").json()["scopes"] == []
+
+    started = client.post(f"/api/runs/{run['id']}/reprobe")
+    assert started.status_code == 202, started.text
+    scopes = {scope["scope"]: scope for scope in started.json()["scopes"]}
+    assert set(scopes) == {"training", "evaluation"}
+    assert scopes["training"]["baseline_probe_id"] == probe["id"] and scopes["training"]["pool_id"] == pool_id
+    assert scopes["evaluation"]["pool_id"] == held_out
+    again = client.post(f"/api/runs/{run['id']}/reprobe").json()  # the same probes, not new ones
+    assert [s["probe_id"] for s in again["scopes"]] == [s["probe_id"] for s in started.json()["scopes"]]
+
+    for scope in scopes.values():
+        for probe_id in (scope["probe_id"], scope["baseline_probe_id"]):
+            job_id = client.get(f"/api/probes/{probe_id}").json()["job_id"]
+            assert wait_for_job(client, job_id, timeout=300)["status"] == "succeeded"
+    after_training = client.get(f"/api/probes/{scopes['training']['probe_id']}").json()
+    assert after_training["prompt_count"] == 8 and after_training["k"] == 8 and after_training["seed"] == 1
+
+    moved = {scope["scope"]: scope for scope in client.get(f"/api/runs/{run['id']}/moved").json()["scopes"]}
+    for name, prompts in (("training", 8), ("evaluation", 12)):
+        comparison = moved[name]["comparison"]
+        assert comparison["prompts"] == prompts
+        assert sum(map(sum, comparison["transitions"])) == prompts
+        assert sum(row["prompts"] for row in comparison["by_tier"]) == prompts
+        assert comparison["newly_solved_count"] == sum(comparison["transitions"][0][1:])
+        assert len(comparison["newly_solved"]) == comparison["newly_solved_count"]
+        for prompt in comparison["newly_solved"]:
+            assert prompt["correct_before"] == 0 < prompt["correct_after"]
+
+    # The evaluation pool's baseline and re-probe use the same seeds batch for batch: only the adapter differs, and
+    # it changed what the model samples.
+    with session_scope() as session:
+        def completions(probe_id):
+            return session.exec(select(Sample.prompt_id, Sample.sample_index, Sample.completion)
+                                .where(Sample.probe_id == probe_id).order_by(Sample.prompt_id,
+                                                                              Sample.sample_index)).all()
+
+        before, after = completions(moved["evaluation"]["baseline_probe_id"]), completions(moved["evaluation"]["probe_id"])
+    assert [row[:2] for row in before] == [row[:2] for row in after] and len(before) == 12 * 8
+    assert sum(b[2] != a[2] for b, a in zip(before, after, strict=True)) > 0
