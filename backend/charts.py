@@ -103,3 +103,15 @@ def agreement_scatter(agreement, pass_rate) -> dict:
                    "xaxis": {"title": {"text": "answer agreement"}, "range": [-0.02, 1.02]},
                    "yaxis": {"title": {"text": "pass rate"}, "range": [-0.02, 1.02]}},
     }
+
+
+def capacity_boundary(tiers: list[str], series: list[tuple[str, list[float | None]]]) -> dict:
+    """Gain in pass rate by the base model's tier on the evaluation pool, a bar group per tier and a bar per
+    strategy: where training helped."""
+    return {
+        "data": [{"type": "bar", "x": tiers, "y": gains, "name": name,
+                  "hovertemplate": f"{name}, %{{x}}: %{{y:+.3f}}<extra></extra>"} for name, gains in series],
+        "layout": {**_LAYOUT, "barmode": "group", "title": {"text": "Gain in pass rate by the base model's tier"},
+                   "xaxis": {"title": {"text": "tier under the base model (evaluation pool)"}},
+                   "yaxis": {"title": {"text": "pass rate after - before"}}, "legend": {"orientation": "h", "y": -0.3}},
+    }

@@ -6,8 +6,10 @@ those same samples in draw order: a round reads the next columns. Comparing agai
 what stopping early changes; two independent full-k probes would differ by sampling noise alone.
 
 Per pool, strategy (hard, learnable, band) and N (10% and 25% of the pool), over selection seeds 0-4: the share
-of samples saved against full k, and the share of the adaptive probe's picks that the full-k probe also picks
-(mean and worst seed). Targets: at least 40% saved with at least 95% identical picks.
+of samples saved against full k, the share of the adaptive probe's picks that the full-k probe also picks (mean
+and worst seed), and how much GRPO signal each pick carries by the full-k counts (mean chance that a group of 8
+on a picked prompt has mixed rewards, 1 - p^8 - (1-p)^8 at p = c/k): picks that differ can still be as good.
+Targets: at least 40% saved with at least 95% identical picks.
 
 Pools:
 - demo: the demo pool (backend.pools.demo, 200 prompts) with the demo probe preset (k 8, T 0.7, 16 tokens);
@@ -93,12 +95,14 @@ def report(name: str, outcomes: np.ndarray, first_round: int, round_size: int, t
     print(f"\n{name}: {prompts} prompts x k {k}; mean pass rate {rates.mean():.3f}, never solved "
           f"{np.mean(rates == 0):.0%}, 0 < p < 1 {np.mean((rates > 0) & (rates < 1)):.0%}; first round "
           f"{first_round}, then {round_size} a round, tolerance {tolerance}")
-    print(f"{'strategy':<10} {'N':>5} {'saved':>6} {'identical (mean, worst seed)':>29} {'rounds':>7} {'picks':>6}")
+    print(f"{'strategy':<10} {'N':>5} {'saved':>6} {'identical (mean, worst seed)':>29} {'rounds':>7} {'picks':>6} "
+          f"{'signal adaptive / full':>23}")
+    signal = 1 - rates ** 8 - (1 - rates) ** 8
     results = []
     for strategy in STRATEGIES:
         for fraction in FRACTIONS:
             n = max(1, int(fraction * prompts))
-            saved, identical, rounds, sizes = [], [], [], []
+            saved, identical, rounds, sizes, signals = [], [], [], [], []
             for seed in SEEDS:
                 rule = StopRule(k=k, first_round=first_round, round_size=round_size, strategy=strategy, n=n,
                                 seed=seed, tolerance=tolerance)
@@ -109,12 +113,17 @@ def report(name: str, outcomes: np.ndarray, first_round: int, round_size: int, t
                 identical.append(len(full & adaptive) / len(full) if full else float(not adaptive))
                 rounds.append(run.rounds)
                 sizes.append(len(full))
+                signals.append((signal[list(adaptive)].mean() if adaptive else 0.0,
+                                signal[list(full)].mean() if full else 0.0))
             row = {"pool": name, "strategy": strategy, "n": n, "saved": float(np.mean(saved)),
                    "identical": float(np.mean(identical)), "identical_worst": float(np.min(identical)),
-                   "rounds": float(np.mean(rounds)), "picks": float(np.mean(sizes))}
+                   "rounds": float(np.mean(rounds)), "picks": float(np.mean(sizes)),
+                   "signal_adaptive": float(np.mean([a for a, _ in signals])),
+                   "signal_full": float(np.mean([f for _, f in signals]))}
             results.append(row)
             print(f"{strategy:<10} {n:>5} {row['saved']:>6.0%} {row['identical']:>19.1%} "
-                  f"{row['identical_worst']:>8.0%} {row['rounds']:>7.1f} {row['picks']:>6.0f}")
+                  f"{row['identical_worst']:>8.0%} {row['rounds']:>7.1f} {row['picks']:>6.0f} "
+                  f"{row['signal_adaptive']:>15.3f} / {row['signal_full']:.3f}")
     return results
 
 

@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from backend.curation.posterior import PassCounts, fit_prior
-from backend.curation.strategies import DEFAULT_BAND, DEFAULT_GROUP_SIZE, Selector
+from backend.curation.posterior import BetaPrior, PassCounts, fit_prior, learnable_chance_posterior
+from backend.curation.strategies import DEFAULT_BAND, DEFAULT_GROUP_SIZE, KEY_SCALE, Selector
 
 DECISION_STRATEGIES = ("hard", "easy", "medium", "learnable", "band")  # those that read pass rates
 DRAWS = 200  # simulated full-k pools a round; the flip chances are then known to about +-0.035
@@ -72,32 +72,109 @@ def wilson_width(correct: np.ndarray, drawn: np.ndarray, z: float = 1.96) -> np.
     return np.minimum(1.0, centre + half) - np.maximum(0.0, centre - half)
 
 
-def flip_chances(rule: StopRule, correct: np.ndarray, drawn: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Per prompt, the chance that the strategy's pick at full k differs from its pick on these counts
-    (in one and not the other), by simulating the remaining samples ``DRAWS`` times."""
-    counts = PassCounts.of(correct, drawn)
+def simulate_full_counts(rule: StopRule, counts: PassCounts, rng: np.random.Generator) -> np.ndarray:
+    """``DRAWS`` simulated full-k pools (draws x prompts correct counts): each prompt's remaining samples drawn from
+    its posterior predictive under the pool's fitted prior."""
     prior = fit_prior(counts)
-    zeros = np.zeros(correct.size, dtype=bool)
+    if not prior.fitted:  # no sample right (or none wrong) yet: the uniform fallback would expect many soon
+        mean = (counts.correct.sum() + 0.5) / (counts.k.sum() + 1.0)  # Jeffreys' estimate of the pool's rate
+        prior = BetaPrior(mean, 1.0 - mean, fitted=False)
+    p = rng.beta(prior.a + counts.correct, prior.b + counts.k - counts.correct, size=(DRAWS, counts.k.size))
+    return counts.correct + rng.binomial(rule.k - counts.k, p)
 
-    def picked(c: np.ndarray, n: np.ndarray, draw_prior) -> np.ndarray:
-        selector = Selector(1.0 - c / n, zeros, rule.seed, counts=PassCounts(c, n), prior=draw_prior)
-        inside = np.zeros(c.size, dtype=bool)
-        inside[selector.pick(rule.strategy, rule.n, group_size=rule.group_size, band=rule.band)] = True
-        return inside
 
-    now = picked(counts.correct, counts.k, prior)
-    remaining = rule.k - counts.k
-    full_k = np.full(correct.size, rule.k, dtype=np.int64)
-    # learnable ranks by a posterior chance whose prior a full-k probe would fit anew; the other strategies
-    # read pass rates only, so they skip the fit
-    refit = rule.strategy == "learnable"
-    flips = np.zeros(correct.size)
-    for _ in range(DRAWS):
-        p = rng.beta(prior.a + counts.correct, prior.b + counts.k - counts.correct)
-        final = counts.correct + rng.binomial(remaining, p)
-        final_prior = fit_prior(PassCounts(final, full_k)) if refit else None
-        flips += picked(final, full_k, final_prior) != now
-    return flips / DRAWS
+def flip_chances(rule: StopRule, counts: PassCounts, finals: np.ndarray) -> np.ndarray:
+    """Per prompt, the chance over the simulated pools that stopping it now changes whether the strategy picks it:
+    picked at full k, against picked with its current counts among the others at full k."""
+    full_k = np.full(counts.k.size, rule.k, dtype=np.int64)
+    positions = shuffle_positions(counts.k.size, rule.seed)
+    flips = np.zeros(counts.k.size)
+    for final in finals:
+        full_counts = PassCounts(final, full_k)
+        # learnable ranks by a posterior chance whose prior a probe fits to its own counts
+        prior = fit_prior(full_counts) if rule.strategy == "learnable" else None
+        full, stopped = memberships(rule, full_counts, counts, positions, prior)
+        flips += full != stopped
+    return flips / len(finals)
+
+
+def _picked(rule: StopRule, correct: np.ndarray, k: np.ndarray) -> np.ndarray:
+    """What the product picks from these counts (Selector, its prior fitted to them), as a mask."""
+    selector = Selector(1.0 - correct / k, np.zeros(k.size, dtype=bool), rule.seed, counts=PassCounts(correct, k))
+    inside = np.zeros(k.size, dtype=bool)
+    inside[selector.pick(rule.strategy, rule.n, group_size=rule.group_size, band=rule.band)] = True
+    return inside
+
+
+def safe_stops(rule: StopRule, counts: PassCounts, finals: np.ndarray, order: np.ndarray) -> int:
+    """How many of the candidates in ``order`` (least likely to flip first) can stop now: the most whose stopping
+    keeps the expected number of picks that differ from the full-k pick within ``tolerance`` x N, checked on the
+    simulated pools with the product's own selection (the stopped prompts at their counts, the rest at k)."""
+    full_k = np.full(counts.k.size, rule.k, dtype=np.int64)
+    full_picks = [_picked(rule, final, full_k) for final in finals]
+
+    def expected_misses(m: int) -> float:
+        stopped = np.zeros(counts.k.size, dtype=bool)
+        stopped[order[:m]] = True
+        k = np.where(stopped, counts.k, rule.k)
+        misses = [full.sum() - (full & _picked(rule, np.where(stopped, counts.correct, final), k)).sum()
+                  for final, full in zip(finals, full_picks, strict=True)]
+        return float(np.mean(misses))
+
+    allowed = rule.tolerance * rule.n + 1e-12
+    low, high = 0, order.size  # expected_misses(low) is within; find the largest such m by bisection
+    if expected_misses(high) <= allowed:
+        return high
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if expected_misses(middle) <= allowed else (low, middle)
+    return low
+
+
+def shuffle_positions(size: int, seed: int) -> np.ndarray:
+    """Each prompt's place in the Selector's seeded shuffle, which breaks its ties."""
+    shuffle = np.arange(size, dtype=np.int32 if size < 2**31 else np.int64)
+    np.random.default_rng(seed).shuffle(shuffle)
+    positions = np.empty(size, dtype=np.int64)
+    positions[shuffle] = np.arange(size)
+    return positions
+
+
+def _keys(rule: StopRule, counts: PassCounts, prior) -> np.ndarray:
+    """The Selector's integer ranking key for each prompt (ascending: picked first), at its rounding."""
+    difficulty = np.rint((1.0 - counts.correct / counts.k) * KEY_SCALE).astype(np.int64)
+    if rule.strategy == "hard":
+        return KEY_SCALE - difficulty
+    if rule.strategy == "learnable":
+        chance = learnable_chance_posterior(counts, rule.group_size, prior)[0]
+        return np.rint((1.0 - chance) * KEY_SCALE).astype(np.int64)
+    return difficulty  # easy, medium (and band, which reads it as a pass rate)
+
+
+def memberships(rule: StopRule, full: PassCounts, now: PassCounts, positions: np.ndarray,
+                prior) -> tuple[np.ndarray, np.ndarray]:
+    """Whether the strategy picks each prompt from the pool at ``full`` counts, and whether it would pick the
+    prompt with its ``now`` counts instead, the others at ``full`` (one prompt moving shifts no one else's rank
+    by more than one: ignored). The same order as Selector.pick: keys, ties by shuffle position."""
+    size = positions.size
+    n = min(rule.n, size)
+    full_keys, now_keys = _keys(rule, full, prior), _keys(rule, now, prior)
+    if rule.strategy == "band":
+        lo, hi = round(rule.band[0] * KEY_SCALE), round(rule.band[1] * KEY_SCALE)
+        inside_full = (KEY_SCALE - full_keys >= lo) & (KEY_SCALE - full_keys <= hi)
+        inside_now = (KEY_SCALE - now_keys >= lo) & (KEY_SCALE - now_keys <= hi)
+        by_position = np.zeros(size + 1, dtype=np.int64)
+        by_position[positions + 1] = inside_full
+        before = np.cumsum(by_position)[positions]  # eligible prompts ahead of each one in the shuffle
+        return inside_full & (before < n), inside_now & (before < n)
+    # Ranks among the others: keys made dense so that (key, position) fits one int64.
+    dense = np.unique(np.concatenate([full_keys, now_keys]), return_inverse=True)[1]
+    full_order, now_order = dense[:size] * size + positions, dense[size:] * size + positions
+    ranked = np.sort(full_order)
+    full_rank = np.searchsorted(ranked, full_order)
+    now_rank = np.searchsorted(ranked, now_order) - (full_order < now_order)
+    start = (size - n) // 2 if rule.strategy == "medium" else 0
+    return ((full_rank >= start) & (full_rank < start + n)), ((now_rank >= start) & (now_rank < start + n))
 
 
 def drawn_by(rule: StopRule, round_index: int) -> int:
@@ -119,11 +196,13 @@ def open_prompts(rule: StopRule, correct: np.ndarray, drawn: np.ndarray, round_i
         candidates &= wilson_width(correct, drawn) > rule.max_width + 1e-12
     if rule.strategy is None or not candidates.any():
         return candidates
-    chances = flip_chances(rule, correct, drawn, np.random.default_rng([rule.seed, round_index]))
+    counts = PassCounts.of(correct, drawn)
+    finals = simulate_full_counts(rule, counts, np.random.default_rng([rule.seed, round_index]))
+    chances = flip_chances(rule, counts, finals)
     order = np.flatnonzero(candidates)
     order = order[np.argsort(chances[order], kind="stable")]
     opened = candidates.copy()
-    opened[order[np.cumsum(chances[order]) <= rule.tolerance * rule.n + 1e-12]] = False
+    opened[order[:safe_stops(rule, counts, finals, order)]] = False
     return opened
 
 

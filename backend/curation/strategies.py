@@ -36,7 +36,7 @@ WHOLE_POOL = "all"  # ignores the budget's N
 DEFAULT_GROUP_SIZE = 8
 DEFAULT_BAND = (0.1, 0.9)
 
-_SCALE = 10**12  # keys are rounded to 12 decimals; equal after rounding means tied
+KEY_SCALE = 10**12  # keys are rounded to 12 decimals; equal after rounding means tied
 _BUCKETS = 1 << 16
 
 
@@ -100,7 +100,7 @@ class _Ranking:
         self._order: np.ndarray | None = None
         # Few distinct keys (the usual case): a monotone 16-bit bucket per key is exact when no
         # bucket holds two different keys, and then one radix sort ranks everything.
-        buckets = (keys * (_BUCKETS - 1) // _SCALE).astype(np.uint16)
+        buckets = (keys * (_BUCKETS - 1) // KEY_SCALE).astype(np.uint16)
         first_key = np.empty(_BUCKETS, dtype=np.int64)
         first_key[buckets] = keys
         if np.array_equal(first_key[buckets], keys):
@@ -186,7 +186,7 @@ class Selector:
         if shuffled.size and (shuffled.min() < 0.0 or shuffled.max() > 1.0):
             raise StrategyError("difficulty values must lie in [0, 1] (NaN marks a prompt not probed)")
         self._shuffle = shuffle  # prompt index at each shuffled position
-        self._difficulty_key = np.rint(shuffled * _SCALE).astype(np.int64)
+        self._difficulty_key = np.rint(shuffled * KEY_SCALE).astype(np.int64)
         self._rankings: dict[object, _Ranking] = {}
         self._picks: dict[tuple, np.ndarray] = {}
         self.counts = counts
@@ -232,12 +232,12 @@ class Selector:
             if name == "difficulty_ascending":
                 self._rankings[name] = _Ranking(key)
             elif name == "difficulty_descending":
-                self._rankings[name] = _Ranking(_SCALE - key)
+                self._rankings[name] = _Ranking(KEY_SCALE - key)
             elif name == "learnable":  # exact p: 1 - p^G - (1-p)^G falls with |p - 1/2|, for every G
-                self._rankings[name] = _Ranking(np.abs(2 * key - _SCALE))
+                self._rankings[name] = _Ranking(np.abs(2 * key - KEY_SCALE))
             else:  # highest posterior chance first
                 chance = self.posterior_chance(group_size)[0][self._shuffle]
-                self._rankings[name] = _Ranking(np.rint((1.0 - chance) * _SCALE).astype(np.int64))
+                self._rankings[name] = _Ranking(np.rint((1.0 - chance) * KEY_SCALE).astype(np.int64))
         return self._rankings[name]
 
     def pick(
@@ -293,8 +293,8 @@ class Selector:
         if strategy == "base_right":
             return np.flatnonzero(~self.base_wrong[self._shuffle])[:n]
         # band: pass rate p = 1 - difficulty within [lo, hi], compared at the keys' rounding
-        pass_key = _SCALE - self._difficulty_key
-        inside = (pass_key >= round(lo * _SCALE)) & (pass_key <= round(hi * _SCALE))
+        pass_key = KEY_SCALE - self._difficulty_key
+        inside = (pass_key >= round(lo * KEY_SCALE)) & (pass_key <= round(hi * KEY_SCALE))
         return np.flatnonzero(inside)[:n]
 
 

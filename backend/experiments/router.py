@@ -4,12 +4,16 @@ from fastapi import APIRouter
 from pydantic import BaseModel
 
 from backend.database import SessionDep
+from backend.errors import AppError
 from backend.experiments import service
-from backend.experiments.schemas import Comparison, ExperimentCreate, ExperimentRead
+from backend.experiments.schemas import Capacity, Comparison, ExperimentCreate, ExperimentRead
 from backend.experiments.tables import Experiment
 from backend.jobs.dispatch import commit_and_send
 from backend.params import BodyId, PathId, QueryId
 from backend.probes.tables import Probe
+from backend.runs.reprobe import capacity, reprobe
+from backend.runs.service import list_runs, run_job
+from backend.settings import get_settings
 
 router = APIRouter(tags=["experiments"])
 ExperimentId = PathId(Experiment, "Experiment")
@@ -63,3 +67,31 @@ def cancel_experiment(experiment_id: ExperimentId, session: SessionDep) -> Exper
 @router.get("/experiments/{experiment_id}/compare")
 def compare_experiment(experiment_id: ExperimentId, session: SessionDep) -> Comparison:
     return service.compare(session, service.get_experiment(session, experiment_id))
+
+
+@router.post("/experiments/{experiment_id}/reprobe", status_code=202,
+             responses={409: {"description": "No run of the experiment has trained to the end"}})
+def reprobe_experiment(experiment_id: ExperimentId, session: SessionDep) -> Capacity:
+    """Re-probe every run that trained to the end with its adapter (POST /runs/{id}/reprobe for each; runs on the
+    same evaluation pool share its base-model probe), for the capacity boundary."""
+    experiment = service.get_experiment(session, experiment_id)
+    runs = [run for run in list_runs(session, experiment_id=experiment.id)
+            if run_job(session, run).status == "succeeded"]
+    if not runs:
+        raise AppError(409, f"No run of experiment {experiment.id} has trained to the end yet; re-probe once one has.")
+    jobs: set[int] = set()
+    for run in runs:
+        links, created = reprobe(session, run, get_settings().probe_shard_size)
+        if created:
+            jobs |= {session.get(Probe, probe_id).job_id for link in links
+                     for probe_id in (link.probe_id, link.baseline_probe_id)}
+    commit_and_send(session, sorted(jobs))
+    return Capacity(**capacity(session, runs))
+
+
+@router.get("/experiments/{experiment_id}/capacity")
+def experiment_capacity(experiment_id: ExperimentId, session: SessionDep) -> Capacity:
+    """Per strategy, the gain in pass rate on the evaluation pool by the base model's tier (never, rarely, often,
+    always solved), from the runs' re-probes (POST /experiments/{id}/reprobe): the capacity boundary."""
+    experiment = service.get_experiment(session, experiment_id)
+    return Capacity(**capacity(session, list_runs(session, experiment_id=experiment.id)))

@@ -143,3 +143,26 @@ class Comparison(BaseModel):
         default_factory=list, description="Per strategy, its runs over seeds summarised (means and 95% intervals)")
     scatter_runs: list[int] = Field(description="Runs in the scatter: this pool's succeeded runs with the same "
                                                 "evaluation pool, from this and earlier experiments")
+
+
+class TierGainRow(BaseModel):
+    tier: str = Field(description="never, rarely (below 1/2), often or always solved by the base model")
+    prompts: int
+    pass_before: float
+    pass_after: float
+    gain: float
+
+
+class StrategyCapacity(BaseModel):
+    strategy: str
+    runs: int = Field(description="Re-probed runs averaged (one per seed)")
+    tiers: list[TierGainRow]
+
+
+class Capacity(BaseModel):
+    """Pass rates are the probe's (k samples at its temperature) on the evaluation pool, before (base model) and
+    after (the run's adapter), by each prompt's tier under the base model."""
+
+    strategies: list[StrategyCapacity]
+    pending: int = Field(description="Re-probes of the evaluation pool still running")
+    figure: dict | None

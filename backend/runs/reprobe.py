@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 from sqlmodel import Session, select
 
-from backend.curation.transitions import compare
+from backend.charts import capacity_boundary
+from backend.curation.transitions import TIERS, compare
 from backend.errors import AppError
 from backend.jobs.tables import Job
 from backend.pools.tables import Pool, Prompt
@@ -76,10 +77,10 @@ def _base_probe_of(session: Session, pool_id: int, settings: dict) -> Probe | No
     """The newest probe of the whole pool by the base model with these settings that did not fail."""
     pool = session.get(Pool, pool_id)
     adapted = select(AdapterProbe.probe_id)
-    for probe in session.exec(select(Probe).where(Probe.pool_id == pool_id, Probe.adaptive.is_(None),
-                                                  Probe.prompt_count == pool.prompt_count,
+    for probe in session.exec(select(Probe).where(Probe.pool_id == pool_id, Probe.prompt_count == pool.prompt_count,
                                                   Probe.id.not_in(adapted)).order_by(Probe.id.desc())):
-        if _same_settings(probe) == settings and _status(session, probe) not in ENDED_BADLY:
+        # (adaptive is JSON: its None is stored as JSON null, which SQL's IS NULL does not match)
+        if probe.adaptive is None and _same_settings(probe) == settings and _status(session, probe) not in ENDED_BADLY:
             return probe
     return None
 
@@ -119,3 +120,33 @@ def _comparison(session: Session, before: Probe, after: Probe) -> dict:
          "correct_before": c0, "k_before": k0, "correct_after": c1, "k_after": k1}
         for pid, c0, k0, c1, k1 in newly[:NEWLY_SOLVED_SHOWN]])
     return result
+
+
+def capacity(session: Session, runs: list[Run]) -> dict:
+    """The capacity boundary of an experiment: per strategy, the gain in pass rate on the evaluation pool by the
+    base model's tier, averaged over its re-probed runs (seeds); and how many re-probes are still running."""
+    by_strategy: dict[str, list[dict]] = {}
+    pending = 0
+    for run in runs:
+        for scope in moved(session, run.id):
+            if scope["scope"] != "evaluation":
+                continue
+            if scope["comparison"] is None:
+                pending += all(status not in ENDED_BADLY for status in scope["status"].values())
+                continue
+            strategy = session.get(Subset, run.subset_id).strategy
+            by_strategy.setdefault(strategy, []).append({row["tier"]: row for row in scope["comparison"]["by_tier"]})
+    strategies = []
+    for strategy, tables in by_strategy.items():
+        rows = []
+        for tier in TIERS:
+            present = [table[tier] for table in tables if tier in table]
+            if present:
+                rows.append({"tier": tier, "prompts": present[0]["prompts"],
+                             **{key: float(np.mean([row[key] for row in present]))
+                                for key in ("pass_before", "pass_after", "gain")}})
+        strategies.append({"strategy": strategy, "runs": len(tables), "tiers": rows})
+    series = [(s["strategy"], [next((row["gain"] for row in s["tiers"] if row["tier"] == tier), None)
+                               for tier in TIERS]) for s in strategies]
+    return {"strategies": strategies, "pending": pending,
+            "figure": capacity_boundary(list(TIERS), series) if strategies else None}

@@ -88,3 +88,17 @@ def test_a_prompt_stopped_early_is_reopened_and_catches_up_when_its_decision_mov
     opened = open_prompts(rule, correct, drawn, round_index=3)
     assert opened[4:].all()
     assert next_draws(rule, drawn, opened, round_index=3)[4:].tolist() == [6, 6]
+
+
+@pytest.mark.parametrize("strategy", ["hard", "easy", "medium", "learnable", "band"])
+@pytest.mark.parametrize("seed", [0, 7])
+def test_memberships_at_full_counts_are_the_selectors_picks(strategy, seed):
+    from backend.curation.adaptive import memberships, shuffle_positions
+    from backend.curation.posterior import fit_prior
+
+    correct = np.random.default_rng(seed).binomial(8, np.random.default_rng(seed + 1).beta(0.6, 0.6, 150))
+    counts = PassCounts.of(correct, np.full(150, 8))
+    rule = StopRule(k=8, first_round=2, round_size=2, strategy=strategy, n=30, seed=seed)
+    full, now = memberships(rule, counts, counts, shuffle_positions(150, seed), fit_prior(counts))
+    assert (full == now).all()
+    assert set(np.flatnonzero(full).tolist()) == picks(strategy, 30, correct, np.full(150, 8), seed=seed)

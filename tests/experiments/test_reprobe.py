@@ -89,3 +89,48 @@ def test_a_trained_run_is_reprobed_with_its_adapter(client, worker, yes_no_model
         before, after = completions(moved["evaluation"]["baseline_probe_id"]), completions(moved["evaluation"]["probe_id"])
     assert [row[:2] for row in before] == [row[:2] for row in after] and len(before) == 12 * 8
     assert sum(b[2] != a[2] for b, a in zip(before, after, strict=True)) > 0
+
+
+def test_the_capacity_boundary_of_an_experiment(client, worker, yes_no_model):
+    from tests.conftest import wait_for_job
+    from tests.experiments.test_experiments import wait_for_experiment
+
+    pool_id = upload_exact_pool(client, "capacity train", ["yes"] * 6 + ["no"] * 6 + ["zebra"] * 4)
+    held_out = upload_exact_pool(client, "capacity held-out", ["yes"] * 4 + ["no"] * 6 + ["zebra"] * 2)
+    probe = client.post("/api/probes", json={"pool_id": pool_id, "model": yes_no_model, "k": 8,
+                                             "max_new_tokens": 1, "seed": 1}).json()
+    assert wait_for_job(client, probe["job_id"], timeout=300)["status"] == "succeeded"
+    settings = {"model": yes_no_model, "lora_rank": 4, "lora_alpha": 8, "num_generations": 4, "batch_size": 4,
+                "max_completion_length": 1, "learning_rate": 1e-2, "max_steps": 4, "seed": 5,
+                "eval_pool_id": held_out, "eval_every": 4, "eval_samples": 12}
+    experiment = client.post("/api/experiments", json={"probe_id": probe["id"], "strategies": ["hard", "easy"],
+                                                       "budget": {"kind": "count", "value": 4},
+                                                       "settings": settings}).json()
+    assert client.get(f"/api/experiments/{experiment['id']}/capacity").json() == {"strategies": [], "pending": 0,
+                                                                                    "figure": None}
+    experiment = wait_for_experiment(client, experiment["id"])
+    assert experiment["status"] == "succeeded"
+
+    started = client.post(f"/api/experiments/{experiment['id']}/reprobe")
+    assert started.status_code == 202, started.text
+    assert started.json()["pending"] == 2  # the two runs' evaluation re-probes
+    baselines = set()
+    for run in experiment["runs"]:
+        for scope in client.get(f"/api/runs/{run['id']}/moved").json()["scopes"]:
+            for probe_id in (scope["probe_id"], scope["baseline_probe_id"]):
+                job_id = client.get(f"/api/probes/{probe_id}").json()["job_id"]
+                assert wait_for_job(client, job_id, timeout=300)["status"] == "succeeded"
+            if scope["scope"] == "evaluation":
+                baselines.add(scope["baseline_probe_id"])
+    assert len(baselines) == 1  # one probe of the base model on the evaluation pool serves both runs
+
+    capacity = client.get(f"/api/experiments/{experiment['id']}/capacity").json()
+    assert capacity["pending"] == 0
+    assert sorted(s["strategy"] for s in capacity["strategies"]) == ["easy", "hard"]
+    for strategy in capacity["strategies"]:
+        assert strategy["runs"] == 1
+        assert sum(row["prompts"] for row in strategy["tiers"]) == 12
+        assert "never" in [row["tier"] for row in strategy["tiers"]]  # the zebra prompts
+        for row in strategy["tiers"]:
+            assert row["gain"] == pytest.approx(row["pass_after"] - row["pass_before"])
+    assert [trace["name"] for trace in capacity["figure"]["data"]] == [s["strategy"] for s in capacity["strategies"]]

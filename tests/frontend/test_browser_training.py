@@ -212,7 +212,8 @@ def test_experiment_from_the_planner_to_the_comparison(page: Page, server: str, 
 
     # Polling stopped once the run finished (the last poll fetched the figures after the final status).
     polled = []
-    page.on("request", lambda r: polled.append(r.url) if f"/api/runs/{last}" in r.url else None)
+    page.on("request", lambda r: polled.append(r.url) if f"/api/runs/{last}" in r.url and "/moved" not in r.url
+            else None)
     page.wait_for_timeout(4500)
     assert polled == []
 
@@ -229,6 +230,14 @@ def test_experiment_from_the_planner_to_the_comparison(page: Page, server: str, 
     with page.expect_download() as adapter_download:
         page.click("#download-adapter")
     assert adapter_download.value.suggested_filename.endswith(".zip")
+
+    # What moved: the trained policy re-probed on the subset (8 prompts) and the held-out pool, against the base.
+    expect(page.locator("#run-moved")).to_contain_text("Not re-probed yet")
+    page.click("#run-reprobe")
+    expect(page.locator("#moved-training-transitions")).to_be_visible(timeout=TRAIN_TIMEOUT_MS)
+    expect(page.locator("#moved-evaluation-by-tier")).to_be_visible(timeout=TRAIN_TIMEOUT_MS)
+    expect(page.locator("#moved-training")).to_contain_text("8 prompts; mean pass rate")
+    expect(page.locator("#moved-evaluation")).to_contain_text(f"{held_out['prompt_count']} prompts; mean pass rate")
     page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path="/tmp/budgetlab-run.png", full_page=True)
 
@@ -268,6 +277,16 @@ def test_experiment_from_the_planner_to_the_comparison(page: Page, server: str, 
     expect(reproduce).to_be_visible()
     for text in ("subset_id", "max_steps", "eval_samples", "trl"):
         expect(reproduce).to_contain_text(text)
+
+    # The capacity boundary: every run re-probed (the last one already was, from its page), gain by tier.
+    with page.expect_response(lambda r: r.url.endswith("/reprobe") and r.request.method == "POST") as reprobed:
+        page.click("#experiment-reprobe")
+    assert reprobed.value.status == 202, reprobed.value.text()
+    expect(page.locator("#capacity-table tbody tr")).to_have_count(3, timeout=TRAIN_TIMEOUT_MS)
+    expect(page.locator("#capacity-pending")).to_have_count(0, timeout=TRAIN_TIMEOUT_MS)
+    expect(page.locator("#capacity-plot .main-svg").first).to_be_visible()
+    for strategy in STRATEGIES:
+        expect(page.locator(f"#capacity-table tr[data-strategy='{strategy}']")).to_contain_text("→")
     page.evaluate("window.scrollTo(0, 0)")
     page.screenshot(path="/tmp/budgetlab-experiment.png", full_page=True)
 

@@ -23,6 +23,9 @@ export async function renderExperiment(ctx, experimentId) {
     scatter: h("div", { id: "compare-scatter", "data-testid": "compare-scatter", class: "plot plot-small" }),
   };
   const tableBox = h("div", { id: "compare-table-box" }, emptyState("Loading the comparison…"));
+  const reprobeAll = h("button", { type: "button", id: "experiment-reprobe", "data-testid": "experiment-reprobe", class: "btn btn-primary btn-small", hidden: true }, "Re-probe every run");
+  const capacityPlot = h("div", { id: "capacity-plot", "data-testid": "capacity-plot", class: "plot plot-small" });
+  const capacityBox = h("div", { id: "capacity-box", "data-testid": "capacity-box" }, emptyState("Re-probe the trained runs to see where each strategy gained."));
 
   ctx.root.append(
     h("div", { class: "page-head" },
@@ -36,7 +39,60 @@ export async function renderExperiment(ctx, experimentId) {
         h("p", { class: "muted small" }, "Least-squares line of the accuracy gain on the learnable % of each "
           + "succeeded run (this experiment's, and earlier ones on this pool evaluated on the same prompts)."))),
       h("h3", null, "Summary"),
-      tableBox));
+      tableBox),
+    card("Capacity boundary", { id: "capacity-card", actions: reprobeAll, subtitle: "Gain in pass rate on the evaluation pool by each prompt's tier under the base model: "
+      + "from probes of every run's trained policy (base model + adapter) against the base model, with the subset probe's settings." },
+      capacityBox, capacityPlot));
+
+  reprobeAll.addEventListener("click", async () => {
+    reprobeAll.disabled = true;
+    try {
+      renderCapacity(await api(`/api/experiments/${experimentId}/reprobe`, { method: "POST" }));
+      pollCapacity();
+    } catch (err) {
+      reportError(err);
+    } finally {
+      reprobeAll.disabled = false;
+    }
+  });
+
+  // ---------- capacity boundary ----------
+  let capacityPolling = false;
+  async function pollCapacity() {
+    if (capacityPolling) return;
+    capacityPolling = true;
+    try {
+      while (ctx.alive) {
+        const result = await api(`/api/experiments/${experimentId}/capacity`);
+        if (!ctx.alive) return;
+        renderCapacity(result);
+        if (!result.pending) return;
+        await new Promise((resolve) => setTimeout(resolve, 3000));
+      }
+    } catch (err) {
+      reportError(err);
+    } finally {
+      capacityPolling = false;
+    }
+  }
+
+  function renderCapacity(result) {
+    renderFigure(capacityPlot, result.figure);
+    const waiting = result.pending ? h("p", { class: "muted small", id: "capacity-pending" }, `${result.pending} re-probe(s) of the evaluation pool still running…`) : null;
+    if (!result.strategies.length) {
+      replace(capacityBox, waiting || emptyState("Re-probe the trained runs to see where each strategy gained."));
+      return;
+    }
+    const tiers = [...new Set(result.strategies.flatMap((s) => s.tiers.map((t) => t.tier)))];
+    replace(capacityBox, waiting, h("div", { class: "table-scroll" }, h("table", { class: "table", id: "capacity-table" },
+      h("thead", null, h("tr", null, h("th", null, "Strategy"), h("th", { class: "num" }, "Runs"),
+        tiers.map((t) => h("th", { class: "num" }, `${t} (${fmt.int(result.strategies[0].tiers.find((x) => x.tier === t)?.prompts)})`)))),
+      h("tbody", null, result.strategies.map((s) => h("tr", { "data-strategy": s.strategy }, h("td", null, s.strategy), h("td", { class: "num" }, fmt.int(s.runs)),
+        tiers.map((t) => {
+          const row = s.tiers.find((x) => x.tier === t);
+          return h("td", { class: "num" }, row ? `${fmt.pct(row.pass_before, 0)} → ${fmt.pct(row.pass_after, 0)}` : "–");
+        })))))));
+  }
 
   cancel.addEventListener("click", async () => {
     cancel.disabled = true;
@@ -192,7 +248,14 @@ export async function renderExperiment(ctx, experimentId) {
     const cmp = await api(`/api/experiments/${experimentId}/compare`);
     if (!ctx.alive) return false;
     renderCompare(cmp);
-    return (experiment.runs || []).some((r) => ACTIVE_STATUSES.has(r.job.status));
+    const runs = experiment.runs || [];
+    reprobeAll.hidden = !runs.some((r) => r.job.status === "succeeded");
+    const active = runs.some((r) => ACTIVE_STATUSES.has(r.job.status));
+    if (!active && !state.capacityLoaded) {
+      state.capacityLoaded = true;
+      pollCapacity();
+    }
+    return active;
   }
   startPolling(ctx, tick, 2000);
 }

@@ -36,6 +36,8 @@ export async function renderRun(ctx, runId) {
   const charts = new Map(CHARTS.map(([key, id]) => [key, h("div", { id, "data-testid": id, class: "plot plot-small" })]));
   const downloads = h("div", { class: "row", id: "run-downloads" });
   const settingsBox = h("div", { id: "run-settings" }, emptyState("Loading…"));
+  const reprobeButton = h("button", { type: "button", id: "run-reprobe", "data-testid": "run-reprobe", class: "btn btn-primary btn-small", hidden: true }, "Re-probe with the adapter");
+  const movedBox = h("div", { id: "run-moved", "data-testid": "run-moved" }, emptyState("Available once the run has trained."));
 
   ctx.root.append(
     h("div", { class: "page-head" },
@@ -46,6 +48,8 @@ export async function renderRun(ctx, runId) {
       progress, numbers, message, error, ood),
     card("Curves", { id: "run-curves", subtitle: "Logged by TRL every step; refreshed while the run trains." },
       h("div", { class: "chart-grid" }, [...charts.values()])),
+    card("What moved", { id: "run-moved-card", actions: reprobeButton, subtitle: "The trained policy (base model + this run's adapter) probed with the subset's probe settings, on the subset and the evaluation pool, against the base model." },
+      movedBox),
     h("div", { class: "grid grid-2 align-start" },
       card("Downloads", { id: "run-downloads-card" }, downloads),
       card("Reproduce", { id: "run-reproduce", subtitle: "The subset, seed, settings and library versions this run used." }, settingsBox)));
@@ -62,6 +66,75 @@ export async function renderRun(ctx, runId) {
       cancel.disabled = false;
     }
   });
+
+  reprobeButton.addEventListener("click", async () => {
+    reprobeButton.disabled = true;
+    try {
+      renderMoved(await api(`/api/runs/${runId}/reprobe`, { method: "POST" }));
+      pollMoved();
+    } catch (err) {
+      reportError(err);
+    } finally {
+      reprobeButton.disabled = false;
+    }
+  });
+
+  // ---------- what moved ----------
+  const SCOPE_TITLES = { training: "Training subset", evaluation: "Evaluation pool" };
+  let movedPolling = false;
+
+  async function pollMoved() {
+    if (movedPolling) return;
+    movedPolling = true;
+    try {
+      while (ctx.alive) {
+        const moved = await api(`/api/runs/${runId}/moved`);
+        if (!ctx.alive) return;
+        renderMoved(moved);
+        const waiting = moved.scopes.some((s) => !s.comparison && Object.values(s.status).every((x) => ACTIVE_STATUSES.has(x) || x === "succeeded"));
+        if (!waiting) return;
+        await new Promise((resolve) => setTimeout(resolve, 3000));
+      }
+    } catch (err) {
+      reportError(err);
+    } finally {
+      movedPolling = false;
+    }
+  }
+
+  function renderMoved(moved) {
+    if (!moved.scopes.length) {
+      replace(movedBox, emptyState("Not re-probed yet: probe the trained policy to see which prompts moved between tiers."));
+      return;
+    }
+    replace(movedBox, moved.scopes.map((scope) => h("section", { class: "stack", id: `moved-${scope.scope}`, "data-testid": `moved-${scope.scope}` },
+      h("h3", null, `${SCOPE_TITLES[scope.scope] || scope.scope}: probe #${scope.probe_id} against #${scope.baseline_probe_id ?? "–"}`),
+      scope.comparison ? movedComparison(scope) : h("p", { class: "muted" },
+        `After training: ${scope.status.after}; base model: ${scope.status.before}.`))));
+  }
+
+  function movedComparison(scope) {
+    const c = scope.comparison;
+    const id = `moved-${scope.scope}`;
+    return [
+      h("p", { class: "muted small" }, `${fmt.int(c.prompts)} prompts; mean pass rate ${fmt.pct(c.pass_before)} → ${fmt.pct(c.pass_after)}; `
+        + `${fmt.int(c.newly_solved_count)} never solved before are solved at least once now.`),
+      h("table", { class: "table", id: `${id}-transitions` },
+        h("thead", null, h("tr", null, h("th", null, "before ↓ / after →"), c.tiers.map((t) => h("th", { class: "num" }, t)))),
+        h("tbody", null, c.tiers.map((t, i) => h("tr", null, h("th", null, t), c.transitions[i].map((n, j) => h("td", { class: `num${i === j ? " muted" : ""}` }, fmt.int(n))))))),
+      h("h4", null, "Gain by the base model's tier (the capacity boundary)"),
+      h("table", { class: "table", id: `${id}-by-tier` },
+        h("thead", null, h("tr", null, ["tier", "prompts", "pass before", "pass after", "gain"].map((x) => h("th", null, x)))),
+        h("tbody", null, c.by_tier.map((row) => h("tr", null, h("td", null, row.tier), h("td", { class: "num" }, fmt.int(row.prompts)),
+          h("td", { class: "num" }, fmt.pct(row.pass_before)), h("td", { class: "num" }, fmt.pct(row.pass_after)),
+          h("td", { class: "num" }, `${row.gain >= 0 ? "+" : ""}${fmt.num(100 * row.gain, 1)} pt`))))),
+      c.newly_solved.length ? h("details", { id: `${id}-newly-solved` },
+        h("summary", null, `Never solved before, solved now (${fmt.int(c.newly_solved_count)})`),
+        h("ul", { class: "plain-list" }, c.newly_solved.map((p) => h("li", null,
+          h("span", { class: "mono" }, `${p.external_id}: ${p.correct_before}/${p.k_before} → ${p.correct_after}/${p.k_after} `),
+          h("span", null, p.text))))) : null,
+    ];
+  }
 
   // ---------- rendering ----------
   function renderHead(run) {
@@ -183,6 +256,11 @@ export async function renderRun(ctx, runId) {
     renderCharts(figures || {});
     const active = ACTIVE_STATUSES.has(run.job.status);
     if (!active) await loadOod(run);
+    reprobeButton.hidden = !(run.job.status === "succeeded" && run.adapter_available);
+    if (!active && run.job.status === "succeeded" && !state.movedLoaded) {
+      state.movedLoaded = true;
+      pollMoved();
+    }
     return active;
   }
 
