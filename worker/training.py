@@ -77,7 +77,7 @@ def library_versions() -> dict[str, str]:
     import torch
 
     found = {"python": sys.version.split()[0]}
-    for name in LIBRARIES:
+    for name in (*LIBRARIES, "bitsandbytes"):
         with contextlib.suppress(PackageNotFoundError):
             found[name] = version(name)
     if torch.cuda.is_available():
@@ -142,14 +142,16 @@ def _start(ctx: TaskContext) -> TrainingWork | None:
         run = session.get(Run, run_id)
         if run is None:
             raise TrainingFailure(f"Run {run_id} does not exist (deleted?); nothing to train.")
-        run.library_versions = versions
+        run.library_versions = {**versions,
+                                 "base_weights": base_weights(TrainingSettings(**run.settings).load_in_4bit)[0]}
         session.add(run)
         session.execute(delete(RunMetric).where(RunMetric.run_id == run_id))
         job = lock_job(session, ctx.job_id)
         job.progress_total = TrainingSettings(**run.settings).max_steps
         job.progress_done = 0
         session.add(job)
-    if not ctx.beat(done=0, message=f"loading {run.model}", stopped="before training"):
+    if not ctx.beat(done=0, message=f"loading {run.model} ({run.library_versions['base_weights']})",
+                    stopped="before training"):
         return None
     with session_scope() as session:
         return _read_work(session, run_id)
@@ -225,8 +227,28 @@ def build_dataset(rows: list[dict], tokenizer, prompt_format: PromptFormat):
                                "question": row["prompt"]} for prompt, row in zip(prompts, rows, strict=True)])
 
 
-def load_policy(model_name: str):
-    """(model, tokenizer) for training: float32 on the CPU, bfloat16 on a GPU that supports it."""
+def base_weights(load_in_4bit: bool) -> tuple[str, bool]:
+    """How this worker holds the base model's weights for training, in words, and whether in 4 bits: float32 on
+    the CPU, bfloat16 on a GPU that supports it, NF4 when asked for and bitsandbytes and a CUDA GPU are there."""
+    import torch
+
+    cuda = torch.cuda.is_available()
+    plain = "bfloat16" if cuda and torch.cuda.is_bf16_supported() else "float32"
+    if not load_in_4bit:
+        return plain, False
+    if not cuda:
+        return f"{plain} (4-bit was asked for: it needs a CUDA GPU, and this worker has none)", False
+    try:
+        bitsandbytes = version("bitsandbytes")
+    except PackageNotFoundError:
+        return (f"{plain} (4-bit was asked for: bitsandbytes is not installed on this worker; pip install "
+                "'budgetlab[gpu]')"), False
+    return f"4-bit NF4 (bitsandbytes {bitsandbytes}), computing in {plain}", True
+
+
+def load_policy(model_name: str, load_in_4bit: bool = False):
+    """(model, tokenizer) for training: float32 on the CPU, bfloat16 on a GPU that supports it; with
+    ``load_in_4bit`` and bitsandbytes on a CUDA GPU, NF4 weights for QLoRA (`base_weights`)."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -235,11 +257,22 @@ def load_policy(model_name: str):
     checkpoint = ensure_checkpoint(model_name)
     cuda = torch.cuda.is_available()
     dtype = torch.bfloat16 if cuda and torch.cuda.is_bf16_supported() else torch.float32
+    quantized = {}
+    if base_weights(load_in_4bit)[1]:
+        from transformers import BitsAndBytesConfig
+
+        quantized = {"quantization_config": BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype,
+            bnb_4bit_use_double_quant=True), "device_map": {"": torch.cuda.current_device()}}
     try:
         tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-        model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=dtype, **quantized)
     except Exception as exc:
         raise ModelLoadError(f"Could not load model '{model_name}' from {checkpoint}: {describe(exc)}") from exc
+    if quantized:
+        from peft import prepare_model_for_kbit_training
+
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
@@ -263,7 +296,7 @@ def lora_config(settings: TrainingSettings):
 def build_trainer(work: TrainingWork, callbacks: list | None = None):
     from trl import GRPOTrainer
 
-    model, tokenizer = load_policy(work.settings.model)
+    model, tokenizer = load_policy(work.settings.model, work.settings.load_in_4bit)
     dataset = build_dataset(work.rows, tokenizer, work.prompt_format)
     _record_prompt_example(work.run_id, dataset[0]["prompt"])
     return GRPOTrainer(model=model, reward_funcs=[correctness_reward_for(work.task_type, work.grading_policy)],

@@ -58,6 +58,10 @@ class TrainingSettings(BaseModel):
     ood_samples: int = Field(50, ge=1, le=10_000, description="Prompts of each OOD pool used")
     ood_max_new_tokens: int | None = Field(None, ge=1, le=8192, description="New tokens per OOD sample; default "
                                                                             "(null): max_completion_length")
+    load_in_4bit: bool = Field(False, description="Train LoRA on a 4-bit (NF4, bitsandbytes) base model, as the paper "
+                                                  "did; needs a CUDA GPU and bitsandbytes, and where either is missing "
+                                                  "the base trains in bfloat16 or float32 and the run says so "
+                                                  "(library_versions.base_weights)")
     grading_policy: GradingPolicy | None = Field(
         None, description="How rewards and evaluation are graded: strict (last \\boxed{} only, exact) or lenient; "
                           "default (null): the probe's policy, the one its pass rates were measured with")
@@ -87,7 +91,7 @@ PRESETS: dict[str, dict[str, Any]] = {
               "adam_beta2": 0.99, "max_grad_norm": 0.1,
               "num_generations": 8, "batch_size": 8, "max_completion_length": 250, "temperature": 1.0,
               "max_steps": 1000, "beta": 0.0, "grading_policy": "strict", "eval_samples": 100_000,
-              "eval_temperature": 1.0, "ood_k": 8, "ood_max_new_tokens": 512},
+              "eval_temperature": 1.0, "ood_k": 8, "ood_max_new_tokens": 512, "load_in_4bit": True},
     # The demo experiment (the demo pool on the embedded model, backend.pools.demo): four runs in about 15
     # minutes on two CPU cores. Answers are a few tokens; the probe's temperature (0.7) keeps its forecast
     # valid. lr 2e-4: a subset with signal in most steps learns the terse answer format within ~6 steps,

@@ -40,9 +40,11 @@ def metrics(run_id: int) -> dict[int, dict[str, float]]:
 
 
 def test_tiny_run_logs_every_step_and_saves_a_loadable_adapter(service_artifacts):
-    from worker.training import train_run
+    import torch
 
-    run_id, job_id = new_run({**TINY, "max_steps": 3})
+    from worker.training import base_weights, train_run
+
+    run_id, job_id = new_run({**TINY, "max_steps": 3, "load_in_4bit": True})
     assert train_run(run_id) == "succeeded"
     by_step = metrics(run_id)
     assert {1, 2, 3} <= set(by_step)
@@ -56,6 +58,11 @@ def test_tiny_run_logs_every_step_and_saves_a_loadable_adapter(service_artifacts
         run = session.get(Run, run_id)
         assert (job.status, job.progress_done, job.progress_total) == ("succeeded", 3, 3)
         assert run.library_versions["trl"] and run.library_versions["peft"] and run.library_versions["torch"]
+        # 4 bits were asked for: a CPU worker says why it trained another way
+        assert run.library_versions["base_weights"] == base_weights(True)[0]
+        if not torch.cuda.is_available():
+            assert run.library_versions["base_weights"] == ("float32 (4-bit was asked for: it needs a CUDA GPU, and "
+                                                            "this worker has none)")
         adapter = Path(run.adapter_path)
     assert adapter == service_artifacts / "runs" / str(run_id) / "adapter"
     assert (adapter / "adapter_config.json").is_file()
