@@ -33,12 +33,12 @@ from backend.curation.scores import score_prompt
 from backend.database import session_scope
 from backend.jobs.dispatch import add_task, send_unsent
 from backend.jobs.engine import JobFailure, TaskContext, execute, owner_name, run_here
-from backend.jobs.tables import Job, JobTask
+from backend.jobs.service import transition
+from backend.jobs.tables import Job, JobStatus, JobTask
 from backend.pools.tables import Pool, Prompt
 from backend.probes.kind import PROBE
 from backend.probes.service import shard_size_for
 from backend.probes.tables import Probe, ProbeShard, PromptScore, Sample
-from backend.runs.tables import AdapterProbe, Run
 from backend.timeutil import format_duration, utcnow
 from worker.engines.base import GenerationEngine, derive_seed
 
@@ -106,21 +106,17 @@ def load_engine(args: dict) -> None:
     with session_scope() as session:
         probe = session.get(Probe, args["probe_id"])
         model = probe.model if probe else None
-        adapter = adapter_of(session, probe.id) if probe else None
-    if model is not None:
+        adapter = probe.adapter_path if probe else None
+    if model is not None and (adapter is None or Path(adapter).is_dir()):
         _engine(model, adapter)
 
 
-def adapter_of(session: Session, probe_id: int) -> str | None:
-    """The LoRA adapter directory a run's re-probe applies (None for a probe of the base model)."""
-    link = session.get(AdapterProbe, probe_id)
-    if link is None:
-        return None
-    run = session.get(Run, link.run_id)
-    if run.adapter_path is None or not Path(run.adapter_path).is_dir():
-        raise JobFailure(f"Run {run.id}'s adapter is no longer at {run.adapter_path}; re-probing needs it. Train "
-                         "the run again, or restore BUDGETLAB_ARTIFACT_DIR.")
-    return run.adapter_path
+def _check_adapter(probe: Probe) -> str | None:
+    """The LoRA adapter directory a run's re-probe applies (None for a probe of the model itself)."""
+    if probe.adapter_path is not None and not Path(probe.adapter_path).is_dir():
+        raise JobFailure(f"The trained adapter this probe applies is no longer at {probe.adapter_path}. Train the "
+                         "run again, or restore BUDGETLAB_ARTIFACT_DIR.")
+    return probe.adapter_path
 
 
 def _engine(model: str, adapter: str | None = None) -> GenerationEngine:
@@ -170,18 +166,15 @@ def shard_label(shard_index: int) -> str:
     return f"shard {shard_index}"
 
 
-def _settled_prompts(session: Session, probe_id: int, round_index: int, prompt_count: int) -> int:
-    """Progress in prompts: in the first round, those of completed shards; in a later round, all but the open
-    prompts of its shards not completed yet."""
-    shards = session.exec(select(ProbeShard).where(ProbeShard.probe_id == probe_id, ProbeShard.round == round_index)
-                          .execution_options(populate_existing=True)).all()
-    if round_index == 1:
-        return sum(_size(shard) for shard in shards if shard.completed_at is not None)
-    return prompt_count - sum(_size(shard) for shard in shards if shard.completed_at is None)
-
-
-def _size(shard: ProbeShard) -> int:
-    return len(shard.prompt_ids) if shard.prompt_ids is not None else shard.end_position - shard.first_position
+def _progress(session: Session, probe_id: int, adaptive: bool) -> int:
+    """The job's progress: prompts of completed shards; for an adaptive probe, samples drawn (its total is
+    prompts x k, the most it can draw)."""
+    if adaptive:
+        return int(session.exec(select(func.coalesce(func.sum(PromptScore.k), 0))
+                                .where(PromptScore.probe_id == probe_id)).one())
+    shards = session.exec(select(ProbeShard).execution_options(populate_existing=True)
+                          .where(ProbeShard.probe_id == probe_id, ProbeShard.completed_at.is_not(None))).all()
+    return sum(shard.size for shard in shards)
 
 
 def _read_work(probe_id: int, shard_index: int) -> ShardWork | str:
@@ -215,7 +208,7 @@ def _read_work(probe_id: int, shard_index: int) -> ShardWork | str:
         return ShardWork(
             probe_id=probe_id, probe_job_id=probe.job_id, shard_index=shard_index,
             shard_number=shard_index - min(round_shards) + 1, shard_count=len(round_shards),
-            first_position=shard.first_position, model=probe.model, adapter=adapter_of(session, probe_id),
+            first_position=shard.first_position, model=probe.model, adapter=_check_adapter(probe),
             k=probe.k, temperature=probe.temperature,
             max_new_tokens=probe.max_new_tokens, template=probe.template,
             chat_template_options=probe.chat_template_options, grading_policy=probe.grading_policy, seed=probe.seed,
@@ -234,21 +227,17 @@ def _earlier_samples(session: Session, probe_id: int, prompt_ids: list[int]) -> 
     return [by_prompt[pid] for pid in prompt_ids]
 
 
-def _settled_elsewhere(work: ShardWork) -> int:
-    """Prompts settled before this shard's: the others' (in a later round this shard's open prompts are not)."""
-    with session_scope() as session:
-        return _settled_prompts(session, work.probe_id, work.round, work.prompt_count)
-
-
 def _beat(ctx: TaskContext, work: ShardWork, done: int, samples: int, before: int, generation_seconds: float,
           wall_seconds: float) -> bool:
-    """Progress after a batch: prompts settled elsewhere (`before`) plus this shard's; False: stop."""
+    """Progress after a batch: what the committed shards did (`before`, `_progress`) plus this shard's; False:
+    stop. An adaptive probe's rounds have no ETA: how many prompts stay open is not known in advance."""
     samples_per_second = samples / generation_seconds if generation_seconds > 0 else 0.0
+    adaptive = work.draws is not None
     prompts_per_second = done / wall_seconds if wall_seconds > 0 else 0.0
     remaining = work.prompt_count - before - done
-    eta = f", ETA {format_duration(remaining / prompts_per_second)}" if prompts_per_second > 0 else ""
-    where = f"round {work.round}, " if work.draws is not None else ""
-    return ctx.beat(done=before + done, message=(
+    eta = f", ETA {format_duration(remaining / prompts_per_second)}" if prompts_per_second > 0 and not adaptive else ""
+    where = f"round {work.round}, " if adaptive else ""
+    return ctx.beat(done=before + (samples if adaptive else done), message=(
         f"{where}shard {work.shard_number}/{work.shard_count}: {done}/{len(work.prompt_ids)} prompts, "
         f"{samples_per_second:.1f} samples/s{eta}"),
         stopped=f"in shard {work.shard_index} after {done} of {len(work.prompt_ids)} prompts (its results were "
@@ -296,6 +285,9 @@ def _commit(ctx: TaskContext, work: ShardWork, samples: list[dict], scores: list
     """Write the shard's results, mark it and its task completed, all or nothing. The last shard of a round of an
     adaptive probe adds the next round (its tasks are sent after the commit); the last shard of all finishes the
     job."""
+    # The stop rule takes seconds: when this looks like its round's last shard, it runs before the transaction
+    # (which locks the job, and on SQLite the database), on the counts the commit will leave.
+    plan = _open_after(work, scores) if work.draws is not None and _last_of_round(work) else None
     next_round = False
     with session_scope() as session:
         shard = session.exec(select(ProbeShard).where(ProbeShard.probe_id == work.probe_id,
@@ -317,20 +309,60 @@ def _commit(ctx: TaskContext, work: ShardWork, samples: list[dict], scores: list
         session.flush()
         job = ctx.complete(session)  # locks the job: two finishing shards serialise, one of them is last
         probe = session.get(Probe, work.probe_id)
+        adaptive = probe.adaptive is not None
         if job is None:
-            done = _settled_prompts(session, work.probe_id, work.round, work.prompt_count)
-            where = f"round {work.round}: " if probe.adaptive is not None else ""
-            ctx.note_progress(session, done=done, message=f"{where}shard {work.shard_number}/{work.shard_count} "
-                                                          f"done; {done}/{work.prompt_count} prompts probed")
+            done = _progress(session, work.probe_id, adaptive)
+            what = f"round {work.round}: shard" if adaptive else "shard"
+            unit = "samples drawn" if adaptive else f"/{work.prompt_count} prompts probed"
+            ctx.note_progress(session, done=done, message=f"{what} {work.shard_number}/{work.shard_count} done; "
+                                                          f"{done}{' ' if adaptive else ''}{unit}")
             return COMPLETED
-        if probe.adaptive is not None:
-            next_round = _add_next_round(session, ctx, job, probe, work.round)
+        if adaptive:
+            if job.status == JobStatus.cancelling.value:  # the next round is not started
+                job.message = f"cancelled: stopped after round {work.round} (its results are kept)"
+                transition(session, job, JobStatus.cancelled, f"cancel requested; stopped after round {work.round}")
+                return CANCELLED
+            open_rows = plan if plan is not None else _open_prompts(session, probe, work.round)
+            next_round = _add_next_round(session, ctx, job, probe, work.round, open_rows)
         if not next_round:
             _finish(session, ctx, job, probe)
     if next_round and ctx.sends_new_tasks:
         with session_scope() as session:
             send_unsent(session, job_ids=[work.probe_job_id])
     return COMPLETED
+
+
+def _last_of_round(work: ShardWork) -> bool:
+    with session_scope() as session:
+        return not session.exec(select(ProbeShard.shard_index).where(
+            ProbeShard.probe_id == work.probe_id, ProbeShard.round == work.round,
+            ProbeShard.completed_at.is_(None), ProbeShard.shard_index != work.shard_index)).first()
+
+
+def _open_after(work: ShardWork, scores: list[dict]) -> list[tuple[int, int]]:
+    with session_scope() as session:
+        return _open_prompts(session, session.get(Probe, work.probe_id), work.round,
+                             {row["prompt_id"]: (row["correct_count"], row["k"]) for row in scores})
+
+
+def _open_prompts(session: Session, probe: Probe, round_index: int,
+                  overlay: dict[int, tuple[int | None, int]] | None = None) -> list[tuple[int, int]]:
+    """(prompt id, position) of the prompts the stop rule leaves open after round ``round_index``, by position;
+    ``overlay``: counts that replace the stored ones (a shard's, before its commit). The rule sees the prompts in
+    prompt-id order, the order the selection breaks ties in (backend.probes.score_arrays). A prompt without a
+    pass rate (its gold answer was removed meanwhile) is left out."""
+    rule = StopRule.from_dict(probe.adaptive)
+    rows = session.exec(select(PromptScore.prompt_id, PromptScore.correct_count, PromptScore.k, Prompt.position)
+                        .join(Prompt, Prompt.id == PromptScore.prompt_id)
+                        .where(PromptScore.probe_id == probe.id).order_by(PromptScore.prompt_id)).all()
+    overlay = overlay or {}
+    rows = [(pid, *overlay.get(pid, (c, k)), position) for pid, c, k, position in rows]
+    rows = [row for row in rows if row[1] is not None]
+    if not rows:
+        return []
+    opened = open_prompts(rule, np.array([r[1] for r in rows]), np.array([r[2] for r in rows]), round_index)
+    return sorted(((row[0], row[3]) for row, is_open in zip(rows, opened, strict=True) if is_open),
+                  key=lambda row: row[1])
 
 
 def _finish(session: Session, ctx: TaskContext, job: Job, probe: Probe) -> None:
@@ -353,39 +385,33 @@ def _finish(session: Session, ctx: TaskContext, job: Job, probe: Probe) -> None:
     ctx.succeed(session, job, f"done: {drawn}{rate}")
 
 
-def _add_next_round(session: Session, ctx: TaskContext, job: Job, probe: Probe, round_index: int) -> bool:
-    """After the last shard of round ``round_index``: the stop rule on every prompt's counts; shards and tasks for
-    the prompts it leaves open. False when none is open (the probe is done)."""
-    rule = StopRule.from_dict(probe.adaptive)
-    rows = session.exec(select(PromptScore.prompt_id, PromptScore.correct_count, PromptScore.k, Prompt.position)
-                        .join(Prompt, Prompt.id == PromptScore.prompt_id)
-                        .where(PromptScore.probe_id == probe.id).order_by(Prompt.position)).all()
-    if not rows or any(row[1] is None for row in rows):  # a prompt lost its gold answer: no pass rate to go on
-        return False
-    opened = open_prompts(rule, np.array([r[1] for r in rows]), np.array([r[2] for r in rows]), round_index)
-    open_rows = [row for row, is_open in zip(rows, opened, strict=True) if is_open]
+def _add_next_round(session: Session, ctx: TaskContext, job: Job, probe: Probe, round_index: int,
+                    open_rows: list[tuple[int, int]]) -> bool:
+    """Shards and tasks of round ``round_index + 1`` for the prompts left open (id, position); False when none is
+    (the probe is done)."""
     if not open_rows:
         return False
     size = shard_size_for(len(open_rows), probe.shard_size)
     index = session.exec(select(func.max(ProbeShard.shard_index)).where(ProbeShard.probe_id == probe.id)).one() + 1
     for start in range(0, len(open_rows), size):
         chunk = open_rows[start:start + size]
-        session.add(ProbeShard(probe_id=probe.id, shard_index=index, first_position=chunk[0][3],
-                               end_position=chunk[-1][3] + 1, round=round_index + 1,
-                               prompt_ids=[row[0] for row in chunk]))
+        session.add(ProbeShard(probe_id=probe.id, shard_index=index, first_position=chunk[0][1],
+                               end_position=chunk[-1][1] + 1, round=round_index + 1,
+                               prompt_ids=[prompt_id for prompt_id, _ in chunk]))
         session.flush()
         add_task(session, PROBE, job, shard_label(index), {"probe_id": probe.id, "shard_index": index})
         index += 1
-    drawn = sum(row[2] for row in rows)
-    ctx.note_progress(session, done=probe.prompt_count - len(open_rows), message=(
-        f"round {round_index + 1} of at most {rounds_at_most(rule)}: {len(open_rows)} of {probe.prompt_count} "
-        f"prompts still open; {drawn} samples drawn so far"))
+    drawn = _progress(session, probe.id, adaptive=True)
+    ctx.note_progress(session, done=drawn, message=(
+        f"round {round_index + 1} of at most {rounds_at_most(StopRule.from_dict(probe.adaptive))}: "
+        f"{len(open_rows)} of {probe.prompt_count} prompts still open; {drawn} samples drawn so far"))
     return True
 
 
 def _probe(ctx: TaskContext, work: ShardWork, engine: GenerationEngine) -> str:
     rendered = engine.render(work.texts, work.template, work.chat_template_options)
-    before = _settled_elsewhere(work)
+    with session_scope() as session:
+        before = _progress(session, work.probe_id, adaptive=work.draws is not None)
     if not ctx.beat(done=before, message=f"shard {work.shard_number}/{work.shard_count}: {work.model} loaded",
                     stopped=f"in shard {work.shard_index} before its first batch"):
         return CANCELLED

@@ -106,15 +106,17 @@ def _picked(rule: StopRule, correct: np.ndarray, k: np.ndarray) -> np.ndarray:
     return inside
 
 
-def safe_stops(rule: StopRule, counts: PassCounts, finals: np.ndarray, order: np.ndarray) -> int:
+def safe_stops(rule: StopRule, counts: PassCounts, finals: np.ndarray, order: np.ndarray,
+               stopped_anyway: np.ndarray) -> int:
     """How many of the candidates in ``order`` (least likely to flip first) can stop now: the most whose stopping
     keeps the expected number of picks that differ from the full-k pick within ``tolerance`` x N, checked on the
-    simulated pools with the product's own selection (the stopped prompts at their counts, the rest at k)."""
+    simulated pools with the product's own selection (the stopped prompts, these and ``stopped_anyway``, at their
+    counts; the rest at k)."""
     full_k = np.full(counts.k.size, rule.k, dtype=np.int64)
     full_picks = [_picked(rule, final, full_k) for final in finals]
 
     def expected_misses(m: int) -> float:
-        stopped = np.zeros(counts.k.size, dtype=bool)
+        stopped = stopped_anyway.copy()
         stopped[order[:m]] = True
         k = np.where(stopped, counts.k, rule.k)
         misses = [full.sum() - (full & _picked(rule, np.where(stopped, counts.correct, final), k)).sum()
@@ -192,8 +194,10 @@ def open_prompts(rule: StopRule, correct: np.ndarray, drawn: np.ndarray, round_i
     candidates = drawn < rule.k
     if round_index >= rounds_at_most(rule):  # the last round brought every open prompt to k
         return np.zeros_like(candidates)
+    narrow = np.zeros_like(candidates)
     if rule.max_width is not None:
-        candidates &= wilson_width(correct, drawn) > rule.max_width + 1e-12
+        narrow = candidates & (wilson_width(correct, drawn) <= rule.max_width + 1e-12)
+        candidates &= ~narrow
     if rule.strategy is None or not candidates.any():
         return candidates
     counts = PassCounts.of(correct, drawn)
@@ -202,7 +206,7 @@ def open_prompts(rule: StopRule, correct: np.ndarray, drawn: np.ndarray, round_i
     order = np.flatnonzero(candidates)
     order = order[np.argsort(chances[order], kind="stable")]
     opened = candidates.copy()
-    opened[order[:safe_stops(rule, counts, finals, order)]] = False
+    opened[order[:safe_stops(rule, counts, finals, order, narrow)]] = False
     return opened
 
 

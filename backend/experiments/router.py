@@ -80,11 +80,17 @@ def reprobe_experiment(experiment_id: ExperimentId, session: SessionDep) -> Capa
     if not runs:
         raise AppError(409, f"No run of experiment {experiment.id} has trained to the end yet; re-probe once one has.")
     jobs: set[int] = set()
+    refused = []
     for run in runs:
-        links, created = reprobe(session, run, get_settings().probe_shard_size)
-        if created:
-            jobs |= {session.get(Probe, probe_id).job_id for link in links
-                     for probe_id in (link.probe_id, link.baseline_probe_id)}
+        try:
+            links = reprobe(session, run, get_settings().probe_shard_size)
+        except AppError as exc:  # e.g. one run's adapter is gone: the others are re-probed all the same
+            refused.append(exc)
+            continue
+        jobs |= {session.get(Probe, probe_id).job_id for link in links
+                 for probe_id in (link.probe_id, link.baseline_probe_id)}
+    if len(refused) == len(runs):
+        raise refused[0]
     commit_and_send(session, sorted(jobs))
     return Capacity(**capacity(session, runs))
 

@@ -6,7 +6,7 @@ from pydantic import BaseModel, Field
 from backend.curation.strategies import STRATEGIES
 from backend.params import INT32_MAX, BodyId
 from backend.probes.tables import Probe
-from backend.runs.schemas import RunRead
+from backend.runs.schemas import RunRead, TierGain
 from backend.runs.settings import PRESETS
 from backend.subsets.schemas import BudgetIn
 
@@ -145,18 +145,10 @@ class Comparison(BaseModel):
                                                 "evaluation pool, from this and earlier experiments")
 
 
-class TierGainRow(BaseModel):
-    tier: str = Field(description="never, rarely (below 1/2), often or always solved by the base model")
-    prompts: int
-    pass_before: float
-    pass_after: float
-    gain: float
-
-
 class StrategyCapacity(BaseModel):
     strategy: str
     runs: int = Field(description="Re-probed runs averaged (one per seed)")
-    tiers: list[TierGainRow]
+    tiers: list[TierGain]
 
 
 class Capacity(BaseModel):

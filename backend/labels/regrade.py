@@ -50,7 +50,13 @@ def _probes(session: Session, pool_id: int) -> list[Probe]:
 
 
 def _sample_total(probes: list[Probe], label_free: bool, prompts: int) -> int:
-    return sum((probe.prompt_count if probe.label_free != label_free else prompts) * probe.k for probe in probes)
+    """Samples to re-grade: a probe's own count when it drew fewer than k of every prompt (adaptive), scaled to the
+    prompts re-graded."""
+    def samples(probe: Probe) -> float:
+        share = 1.0 if probe.label_free != label_free else prompts / max(probe.prompt_count, 1)
+        return share * (probe.samples_drawn or probe.prompt_count * probe.k)
+
+    return round(sum(samples(probe) for probe in probes))
 
 
 def lock_pool(session: Session, pool_id: int) -> None:

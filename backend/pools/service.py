@@ -335,9 +335,11 @@ def get_pool(session: Session, pool_id: int) -> Pool:
 
 
 def latest_scored_probe_id(session: Session, pool_id: int) -> int | None:
-    """The newest probe of the pool whose job succeeded."""
+    """The newest probe of the whole pool by a model itself (not a trained run's re-probe) whose job succeeded."""
+    pool_size = select(Pool.prompt_count).where(Pool.id == pool_id).scalar_subquery()
     query = (select(Probe.id).join(Job, Job.id == Probe.job_id)
-             .where(Probe.pool_id == pool_id, Job.status == JobStatus.succeeded.value)
+             .where(Probe.pool_id == pool_id, Job.status == JobStatus.succeeded.value,
+                    Probe.adapter_path.is_(None), Probe.prompt_count == pool_size)
              .order_by(Probe.created_at.desc(), Probe.id.desc()).limit(1))
     return session.exec(query).first()
 

@@ -15,13 +15,13 @@ def _probe(session: Session, job: Job) -> Probe | None:
 def _time_limits(session: Session, job: Job, args: dict) -> tuple[float, float]:
     probe = session.get(Probe, args["probe_id"])
     shard = session.get(ProbeShard, (args["probe_id"], args["shard_index"]))
-    prompts = len(shard.prompt_ids) if shard.prompt_ids is not None else shard.end_position - shard.first_position
-    return limits_for_tokens(prompts * probe.k * probe.max_new_tokens)
+    return limits_for_tokens(shard.size * probe.k * probe.max_new_tokens)
 
 
 def _k(session: Session, job: Job) -> int | None:
+    """Samples per unit of progress: k per prompt, or 1 for an adaptive probe (whose progress is in samples)."""
     probe = _probe(session, job)
-    return probe.k if probe else None
+    return (1 if probe.adaptive is not None else probe.k) if probe else None
 
 
 PROBE = register(JobKind(

@@ -120,6 +120,8 @@ class ProbeRead(BaseModel):
     adaptive: dict[str, Any] | None = Field(description="The stop rule of an adaptive probe (N resolved); null: k "
                                                         "samples of every prompt")
     samples_drawn: int | None = Field(description="Samples drawn, once the probe succeeded")
+    adapter_run_id: int | None = Field(description="The run whose trained LoRA adapter this probe applied (a "
+                                                   "re-probe, POST /runs/{id}/reprobe); null: the model itself")
     samples_saved: float | None = Field(description="Share of the prompt_count x k samples an adaptive probe did "
                                                     "not draw")
     created_at: datetime

@@ -20,6 +20,7 @@ from backend.probes.kind import PROBE
 from backend.probes.schemas import AdaptiveCreate, ProbeCreate, ProbeRead, PromptSamples
 from backend.probes.tables import Probe, ProbeShard, PromptScore, Sample
 from backend.prompting import PAPER_CHOICE_TEMPLATE, PAPER_TEMPLATE, check_chat_template_options, check_template
+from backend.runs.tables import AdapterProbe
 
 
 def check_probe_settings(body: ProbeCreate) -> None:
@@ -59,10 +60,18 @@ def stop_rule(pool: Pool, body: ProbeCreate, adaptive: AdaptiveCreate) -> StopRu
                     band=adaptive.band, tolerance=adaptive.tolerance, max_width=adaptive.max_width)
 
 
-def create_probe(session: Session, body: ProbeCreate, shard_size: int, *, prompt_ids: list[int] | None = None) -> Probe:
+def template_for(pool: Pool, template: str | None) -> str | None:
+    """The template a probe of this pool uses: the paper's asks a choice pool for \\boxed{(X)} (BBH)."""
+    if template in (PAPER_TEMPLATE, PAPER_CHOICE_TEMPLATE):
+        return PAPER_CHOICE_TEMPLATE if pool.task_type == "choice" else PAPER_TEMPLATE
+    return template
+
+
+def create_probe(session: Session, body: ProbeCreate, shard_size: int, *, prompt_ids: list[int] | None = None,
+                 adapter_path: str | None = None) -> Probe:
     """Write the probe, its job, its shards (at most ``shard_size`` prompts each, see `shard_size_for`) and
-    their tasks (status queued); the caller commits and sends. ``prompt_ids``: probe only these prompts of the pool
-    (a run's training subset, backend.runs.reprobe)."""
+    their tasks (status queued); the caller commits and sends. ``prompt_ids``: probe only these prompts of the pool;
+    ``adapter_path``: with a trained run's LoRA adapter applied (both: backend.runs.reprobe)."""
     check_probe_settings(body)
     model = check_model(body.model)
     pool = get_or_404(session, Pool, body.pool_id)
@@ -75,16 +84,15 @@ def create_probe(session: Session, body: ProbeCreate, shard_size: int, *, prompt
                               .order_by(Prompt.position)).all()
     prompt_count = pool.prompt_count if chosen is None else len(chosen)
     shard_size = shard_size_for(prompt_count, shard_size)
-    template = body.template
-    if template == PAPER_TEMPLATE and pool.task_type == "choice":  # the paper asked BBH for \boxed{(X)}
-        template = PAPER_CHOICE_TEMPLATE
+    template = template_for(pool, body.template)
     rule = stop_rule(pool, body, body.adaptive) if body.adaptive is not None else None
-    job = create_job(session, "probe", total=prompt_count)
+    # an adaptive probe's progress is in samples, up to k of every prompt (worker.probing._progress)
+    job = create_job(session, "probe", total=prompt_count * body.k if rule else prompt_count)
     probe = Probe(pool_id=pool.id, job_id=job.id, model=model, k=body.k, temperature=body.temperature,
                   max_new_tokens=body.max_new_tokens, template=template,
                   chat_template_options=body.chat_template_options, grading_policy=body.grading_policy, seed=body.seed,
                   label_free=not pool.has_answers, shard_size=shard_size, prompt_count=prompt_count,
-                  adaptive=rule.to_dict() if rule else None)
+                  adaptive=rule.to_dict() if rule else None, adapter_path=adapter_path)
     session.add(probe)
     session.flush()
     for index in range(math.ceil(prompt_count / shard_size)):
@@ -111,7 +119,9 @@ def probe_read(session: Session, probe: Probe) -> ProbeRead:
                           .where(PromptScore.probe_id == probe.id, PromptScore.pass_rate.is_not(None))).one()
     saved = (1.0 - probe.samples_drawn / (probe.prompt_count * probe.k)
              if probe.adaptive is not None and probe.samples_drawn is not None else None)
-    return ProbeRead(**probe.model_dump(), graded_prompts=graded, samples_saved=saved, job=JobRead.of(job))
+    link = session.get(AdapterProbe, probe.id)
+    return ProbeRead(**probe.model_dump(), graded_prompts=graded, samples_saved=saved,
+                     adapter_run_id=link.run_id if link else None, job=JobRead.of(job))
 
 
 def list_probes(session: Session, pool_id: int | None) -> list[Probe]:

@@ -36,6 +36,8 @@ class Probe(SQLModel, table=True):
     adaptive: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
     samples_drawn: int | None = Field(default=None, sa_column=Column(_BIGINT),
                                       description="Samples the probe drew, set when it succeeds")
+    # A trained run's LoRA adapter applied to the model (a re-probe, backend.runs.reprobe); None: the model itself.
+    adapter_path: str | None = Field(default=None, sa_column=Column(Text))
     created_at: datetime = Field(default_factory=utcnow)
 
 
@@ -54,7 +56,12 @@ class ProbeShard(SQLModel, table=True):
     seconds: float | None = None
     round: int = Field(default=1, sa_column=Column(Integer, nullable=False, server_default="1"))
     prompt_ids: list[int] | None = Field(default=None, sa_column=Column(JSON),
-                                         description="None: every prompt of the slice (the first round)")
+                                         description="None: every prompt of the slice")
+
+    @property
+    def size(self) -> int:
+        """Prompts it samples."""
+        return len(self.prompt_ids) if self.prompt_ids is not None else self.end_position - self.first_position
 
 
 class PromptScore(SQLModel, table=True):

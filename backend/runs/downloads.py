@@ -54,6 +54,8 @@ def trl_config(run: Run) -> dict[str, Any]:
     return {
         "model": settings.model,
         "device": device,
+        # how the base model's weights were held (4-bit NF4 with bitsandbytes, or why not): worker.training
+        "base_weights": run.library_versions.get("base_weights", "float32" if not cuda else "bfloat16"),
         "grpo_config": grpo_config_kwargs(settings, cuda=cuda, bf16=cuda and "bf16" in device,
                                           output_dir=str(run_dir(run.id) / "trainer")),
         "lora_config": lora_config_kwargs(settings),

@@ -4,6 +4,8 @@ compared with the base model's probe of the same prompts (backend.curation.trans
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from sqlmodel import Session, select
 
@@ -13,7 +15,7 @@ from backend.errors import AppError
 from backend.jobs.tables import Job
 from backend.pools.tables import Pool, Prompt
 from backend.probes.schemas import ProbeCreate
-from backend.probes.service import create_probe
+from backend.probes.service import create_probe, template_for
 from backend.probes.tables import Probe, PromptScore
 from backend.runs.tables import AdapterProbe, Run
 from backend.subsets.tables import Subset, SubsetMember
@@ -22,8 +24,8 @@ ENDED_BADLY = ("failed", "cancelled")
 NEWLY_SOLVED_SHOWN = 50
 
 
-def _status(session: Session, probe: Probe) -> str:
-    return session.get(Job, probe.job_id).status
+def _status(session: Session, probe: Probe | None) -> str:
+    return session.get(Job, probe.job_id).status if probe is not None else "deleted"
 
 
 def _same_settings(probe: Probe) -> dict:
@@ -38,32 +40,48 @@ def adapter_probes(session: Session, run_id: int) -> list[AdapterProbe]:
                              .order_by(AdapterProbe.probe_id)))
 
 
-def reprobe(session: Session, run: Run, shard_size: int) -> tuple[list[AdapterProbe], bool]:
-    """The run's re-probes: those it has unless one failed or was cancelled, else new ones (and a base probe of
-    the evaluation pool where none with the same settings exists). Returns them and whether they are new; the
-    caller commits and sends."""
+def _usable(session: Session, link: AdapterProbe) -> bool:
+    probes = (session.get(Probe, link.probe_id), session.get(Probe, link.baseline_probe_id)
+              if link.baseline_probe_id else None)
+    return all(_status(session, probe) not in (*ENDED_BADLY, "deleted") for probe in probes)
+
+
+def reprobe(session: Session, run: Run, shard_size: int) -> list[AdapterProbe]:
+    """The run's re-probes, one per scope (its subset; its evaluation pool, if it has one): the ones it has, and new
+    ones for a scope whose probe or baseline failed, was cancelled or was deleted (their old link goes); the caller
+    commits and sends."""
     job = session.get(Job, run.job_id)
     if job.status != "succeeded" or run.adapter_path is None:
         raise AppError(409, f"Run {run.id} is {job.status}{'' if run.adapter_path else ' and has no adapter'}; "
                             "only a run that trained to the end can be re-probed with its adapter.")
-    existing = adapter_probes(session, run.id)
-    if existing and not any(_status(session, session.get(Probe, link.probe_id)) in ENDED_BADLY for link in existing):
-        return existing, False
+    if not Path(run.adapter_path).is_dir():
+        raise AppError(409, f"Run {run.id}'s adapter is no longer at {run.adapter_path}; train the run again, or "
+                            "restore BUDGETLAB_ARTIFACT_DIR.")
     subset = session.get(Subset, run.subset_id)
     base = session.get(Probe, subset.probe_id)
     if base.label_free:
         raise AppError(409, f"Run {run.id}'s subset comes from label-free probe {base.id}: with no gold answers "
                             "there is no pass rate to compare. Label the pool, probe it and train on that probe.")
+    kept: dict[str, AdapterProbe] = {}
+    for link in adapter_probes(session, run.id):
+        if _usable(session, link):
+            kept[link.scope] = link
+        else:
+            session.delete(link)
     settings = _same_settings(base)
-    members = list(session.exec(select(SubsetMember.prompt_id).where(SubsetMember.subset_id == subset.id)))
-    links = [_link(session, create_probe(session, ProbeCreate(pool_id=base.pool_id, **settings), shard_size,
-                                         prompt_ids=members), run, base, "training")]
-    if run.eval_pool_id is not None:
-        baseline = _base_probe_of(session, run.eval_pool_id, settings) or create_probe(
-            session, ProbeCreate(pool_id=run.eval_pool_id, **settings), shard_size)
-        links.append(_link(session, create_probe(session, ProbeCreate(pool_id=run.eval_pool_id, **settings),
-                                                 shard_size), run, baseline, "evaluation"))
-    return links, True
+    if "training" not in kept:
+        members = list(session.exec(select(SubsetMember.prompt_id).where(SubsetMember.subset_id == subset.id)))
+        body = ProbeCreate(pool_id=base.pool_id, **settings)
+        # An adaptive probe stopped some prompts after a few samples: the policy is compared at k with k.
+        baseline = base if base.adaptive is None else create_probe(session, body, shard_size, prompt_ids=members)
+        kept["training"] = _link(session, create_probe(session, body, shard_size, prompt_ids=members,
+                                                       adapter_path=run.adapter_path), run, baseline, "training")
+    if run.eval_pool_id is not None and "evaluation" not in kept:
+        body = ProbeCreate(pool_id=run.eval_pool_id, **settings)
+        baseline = _base_probe_of(session, run.eval_pool_id, settings) or create_probe(session, body, shard_size)
+        kept["evaluation"] = _link(session, create_probe(session, body, shard_size, adapter_path=run.adapter_path),
+                                   run, baseline, "evaluation")
+    return sorted(kept.values(), key=lambda link: link.probe_id)
 
 
 def _link(session: Session, probe: Probe, run: Run, baseline: Probe, scope: str) -> AdapterProbe:
@@ -74,15 +92,16 @@ def _link(session: Session, probe: Probe, run: Run, baseline: Probe, scope: str)
 
 
 def _base_probe_of(session: Session, pool_id: int, settings: dict) -> Probe | None:
-    """The newest probe of the whole pool by the base model with these settings that did not fail."""
+    """The newest probe of the whole pool by the model itself, with these settings, that did not fail."""
     pool = session.get(Pool, pool_id)
-    adapted = select(AdapterProbe.probe_id)
-    for probe in session.exec(select(Probe).where(Probe.pool_id == pool_id, Probe.prompt_count == pool.prompt_count,
-                                                  Probe.id.not_in(adapted)).order_by(Probe.id.desc())):
-        # (adaptive is JSON: its None is stored as JSON null, which SQL's IS NULL does not match)
-        if probe.adaptive is None and _same_settings(probe) == settings and _status(session, probe) not in ENDED_BADLY:
-            return probe
-    return None
+    wanted = {**settings, "template": template_for(pool, settings["template"])}
+    candidates = session.exec(select(Probe, Job.status).join(Job, Job.id == Probe.job_id)
+                              .where(Probe.pool_id == pool_id, Probe.prompt_count == pool.prompt_count,
+                                     Probe.adapter_path.is_(None), Job.status.not_in(ENDED_BADLY))
+                              .order_by(Probe.id.desc())).all()
+    # (adaptive is JSON: its None is stored as JSON null, which SQL's IS NULL does not match)
+    return next((probe for probe, _ in candidates if probe.adaptive is None and _same_settings(probe) == wanted),
+                None)
 
 
 def moved(session: Session, run_id: int) -> list[dict]:
@@ -91,7 +110,7 @@ def moved(session: Session, run_id: int) -> list[dict]:
     for link in adapter_probes(session, run_id):
         after = session.get(Probe, link.probe_id)
         before = session.get(Probe, link.baseline_probe_id) if link.baseline_probe_id else None
-        status = {"after": _status(session, after), "before": _status(session, before) if before else "deleted"}
+        status = {"after": _status(session, after), "before": _status(session, before)}
         scope = {"scope": link.scope, "probe_id": after.id, "pool_id": after.pool_id,
                  "baseline_probe_id": before.id if before else None, "status": status, "comparison": None}
         if status == {"after": "succeeded", "before": "succeeded"}:
@@ -132,7 +151,7 @@ def capacity(session: Session, runs: list[Run]) -> dict:
             if scope["scope"] != "evaluation":
                 continue
             if scope["comparison"] is None:
-                pending += all(status not in ENDED_BADLY for status in scope["status"].values())
+                pending += all(status not in (*ENDED_BADLY, "deleted") for status in scope["status"].values())
                 continue
             strategy = session.get(Subset, run.subset_id).strategy
             by_strategy.setdefault(strategy, []).append({row["tier"]: row for row in scope["comparison"]["by_tier"]})

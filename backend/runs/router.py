@@ -62,10 +62,9 @@ def reprobe_run(run_id: RunId, session: SessionDep) -> RunMoved:
     """Probe the run's trained policy (base model + its LoRA adapter) on its subset and its evaluation pool, with
     the settings of the probe its subset came from (and the base model on the evaluation pool where it has no such
     probe yet). Asking again returns the same probes unless one failed or was cancelled."""
-    links, created = reprobe(session, service.get_run(session, run_id), get_settings().probe_shard_size)
-    if created:
-        probes = {link.probe_id for link in links} | {link.baseline_probe_id for link in links}
-        commit_and_send(session, sorted({session.get(Probe, probe_id).job_id for probe_id in probes}))
+    links = reprobe(session, service.get_run(session, run_id), get_settings().probe_shard_size)
+    probes = {link.probe_id for link in links} | {link.baseline_probe_id for link in links}
+    commit_and_send(session, sorted({session.get(Probe, probe_id).job_id for probe_id in probes}))
     return RunMoved(run_id=run_id, scopes=moved(session, run_id))
 
 

@@ -1,4 +1,5 @@
-"""adapter probes: a run's trained policy probed, linked to the base probe it is compared with
+"""adapter probes: a run's trained policy probed (the adapter on the probe), linked to the base probe it is
+compared with
 
 Revision ID: 0011
 Revises: 0010
@@ -13,7 +14,13 @@ branch_labels = None
 depends_on = None
 
 
+# SQLite rebuilds the table to drop a column; keep the probe's AUTOINCREMENT (0004) through the rebuild.
+KEEP_AUTOINCREMENT = {"sqlite_autoincrement": True}
+
+
 def upgrade() -> None:
+    with op.batch_alter_table('probe', table_kwargs=KEEP_AUTOINCREMENT) as batch_op:
+        batch_op.add_column(sa.Column('adapter_path', sa.Text(), nullable=True))
     op.create_table('adapter_probe',
     sa.Column('probe_id', sa.Integer(), nullable=False),
     sa.Column('run_id', sa.Integer(), nullable=False),
@@ -30,3 +37,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index(op.f('ix_adapter_probe_run_id'), table_name='adapter_probe')
     op.drop_table('adapter_probe')
+    with op.batch_alter_table('probe', table_kwargs=KEEP_AUTOINCREMENT) as batch_op:
+        batch_op.drop_column('adapter_path')

@@ -2,6 +2,7 @@
 the base model on its subset and its evaluation pool."""
 
 import pytest
+from sqlalchemy import update
 from sqlmodel import select
 
 from backend.curation.transitions import compare, tiers
@@ -29,6 +30,7 @@ def yes_no_model(service_tiny_model, tmp_path_factory) -> str:
 
 
 def test_a_trained_run_is_reprobed_with_its_adapter(client, worker, yes_no_model):
+    from backend.jobs.tables import Job
     from backend.probes.tables import Sample
     from tests.conftest import wait_for_job
 
@@ -86,9 +88,29 @@ def test_a_trained_run_is_reprobed_with_its_adapter(client, worker, yes_no_model
                                 .where(Sample.probe_id == probe_id).order_by(Sample.prompt_id,
                                                                               Sample.sample_index)).all()
 
-        before, after = completions(moved["evaluation"]["baseline_probe_id"]), completions(moved["evaluation"]["probe_id"])
+        before = completions(moved["evaluation"]["baseline_probe_id"])
+        after = completions(moved["evaluation"]["probe_id"])
     assert [row[:2] for row in before] == [row[:2] for row in after] and len(before) == 12 * 8
     assert sum(b[2] != a[2] for b, a in zip(before, after, strict=True)) > 0
+
+    # The re-probe says whose adapter it applied; the pool's prompts keep the base model's scores by default.
+    assert client.get(f"/api/probes/{moved['training']['probe_id']}").json()["adapter_run_id"] == run["id"]
+    assert client.get(f"/api/probes/{probe['id']}").json()["adapter_run_id"] is None
+    page = client.get(f"/api/pools/{pool_id}/prompts?limit=100").json()
+    assert page["probe_id"] == probe["id"]
+
+    # A scope whose probe failed is re-probed anew, alone; its old link goes.
+    from backend.jobs.service import fail_unless_finished
+
+    with session_scope() as session:
+        failed = client.get(f"/api/probes/{moved['evaluation']['probe_id']}").json()["job_id"]
+        session.execute(update(Job).where(Job.id == failed).values(status="running"))
+        fail_unless_finished(session, failed, "lost for the test")
+    retried = {s["scope"]: s for s in client.post(f"/api/runs/{run['id']}/reprobe").json()["scopes"]}
+    assert retried["training"]["probe_id"] == moved["training"]["probe_id"]
+    assert retried["evaluation"]["probe_id"] != moved["evaluation"]["probe_id"]
+    assert retried["evaluation"]["baseline_probe_id"] == moved["evaluation"]["baseline_probe_id"]  # still good
+    assert len(client.get(f"/api/runs/{run['id']}/moved").json()["scopes"]) == 2
 
 
 def test_the_capacity_boundary_of_an_experiment(client, worker, yes_no_model):

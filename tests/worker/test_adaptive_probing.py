@@ -94,7 +94,9 @@ def test_an_adaptive_probe_runs_in_rounds_and_stops_settled_prompts_early(yes_no
     open_ids = [pid for shard in second for pid in shard.prompt_ids]
     assert 0 < len(open_ids) < len(GOLDS) and len(set(open_ids)) == len(open_ids)
     assert len(tasks) == len(first) + len(second) and job.status == "running"
-    assert "round 2 of at most 4" in job.message and job.progress_done == len(GOLDS) - len(open_ids)
+    # progress in samples: 2 of every prompt so far, of at most 8
+    assert "round 2 of at most 4" in job.message and f"{len(open_ids)} of 48 prompts still open" in job.message
+    assert (job.progress_done, job.progress_total) == (2 * len(GOLDS), 8 * len(GOLDS))
     # With 16 never-solved prompts, one right twice is settled outside the hardest 12; most right once are too.
     opened = [after_first[external_id][0] for external_id in _external_ids(open_ids)]
     solved_once = sum(c == 1 for c, _ in after_first.values())

@@ -10,7 +10,7 @@ from worker.engines.base import GenerationEngine, derive_seed
 
 __all__ = ["GenerationEngine", "clear_engine_cache", "derive_seed", "get_engine", "vllm_usable"]
 
-_engines: dict[tuple[str, str], GenerationEngine] = {}
+_engines: dict[tuple[str, str, str], GenerationEngine] = {}  # (model, adapter, artifact store)
 _lock = threading.Lock()
 
 

@@ -83,10 +83,11 @@ export async function renderExperiment(ctx, experimentId) {
       replace(capacityBox, waiting || emptyState("Re-probe the trained runs to see where each strategy gained."));
       return;
     }
-    const tiers = [...new Set(result.strategies.flatMap((s) => s.tiers.map((t) => t.tier)))];
+    const tiers = ["never", "rarely", "often", "always"].filter((t) => result.strategies.some((s) => s.tiers.some((x) => x.tier === t)));
+    const promptsIn = (t) => result.strategies.flatMap((s) => s.tiers).find((x) => x.tier === t)?.prompts;
     replace(capacityBox, waiting, h("div", { class: "table-scroll" }, h("table", { class: "table", id: "capacity-table" },
       h("thead", null, h("tr", null, h("th", null, "Strategy"), h("th", { class: "num" }, "Runs"),
-        tiers.map((t) => h("th", { class: "num" }, `${t} (${fmt.int(result.strategies[0].tiers.find((x) => x.tier === t)?.prompts)})`)))),
+        tiers.map((t) => h("th", { class: "num" }, `${t} (${fmt.int(promptsIn(t))})`)))),
       h("tbody", null, result.strategies.map((s) => h("tr", { "data-strategy": s.strategy }, h("td", null, s.strategy), h("td", { class: "num" }, fmt.int(s.runs)),
         tiers.map((t) => {
           const row = s.tiers.find((x) => x.tier === t);

@@ -215,7 +215,9 @@ export async function renderPool(ctx, poolId) {
   // ---------- probes and their job ----------
   function probeLabel(probe) {
     const status = probe.job && probe.job.status ? ` · ${probe.job.status}` : "";
-    return `Probe #${probe.id} · ${probe.model} · k=${probe.k} · T=${probe.temperature}${status}`;
+    const adapter = probe.adapter_run_id != null ? ` + run #${probe.adapter_run_id}'s adapter` : "";
+    const some = probe.prompt_count < (state.pool ? state.pool.prompt_count : probe.prompt_count) ? ` · ${probe.prompt_count} prompts` : "";
+    return `Probe #${probe.id} · ${probe.model}${adapter} · k=${probe.k} · T=${probe.temperature}${some}${status}`;
   }
 
   function renderProbeOptions() {
@@ -233,7 +235,9 @@ export async function renderPool(ctx, poolId) {
     }
     if (!ctx.alive) return;
     loadSubsets();
-    const chosen = state.probes.find((p) => String(p.id) === String(selectId)) || state.probes[0] || null;
+    // By default the newest probe of the model itself, not a trained run's re-probe.
+    const chosen = state.probes.find((p) => String(p.id) === String(selectId))
+      || state.probes.find((p) => p.adapter_run_id == null) || state.probes[0] || null;
     renderProbeOptions();
     await selectProbe(chosen);
   }
