@@ -180,3 +180,31 @@ def test_adaptive_probes_through_the_api(client, worker, yes_no_model):
         response = client.post("/api/probes", json={"pool_id": pool_id, "k": 8, "adaptive": adaptive})
         assert response.status_code == 422, (adaptive, response.text)
         assert words in response.text, (adaptive, response.text)
+
+
+def test_a_cancel_that_arrives_as_a_round_ends_stops_before_the_next_round(yes_no_model, yes_no_engine, monkeypatch):
+    """The cancel lands after the last shard's final beat, while it commits: its results are kept, no round 2."""
+    import worker.probing as probing
+    from backend.jobs.service import get_job, request_cancel
+    from backend.jobs.tables import Job
+    from backend.probes.tables import ProbeShard
+
+    probe_id, job_id = make_adaptive_probe(make_exact_pool(GOLDS), yes_no_model, {"strategy": "hard", "count": 12})
+    with session_scope() as session:
+        shards = [s.shard_index for s in session.exec(select(ProbeShard).where(ProbeShard.probe_id == probe_id))]
+    for index in shards[:-1]:
+        assert probing.run_probe_shard(probe_id, index, engine=yes_no_engine) == "completed"
+    planned = probing._open_after
+
+    def cancel_meanwhile(work, scores):
+        with session_scope() as session:
+            request_cancel(session, get_job(session, job_id))
+        return planned(work, scores)
+
+    monkeypatch.setattr(probing, "_open_after", cancel_meanwhile)
+    assert probing.run_probe_shard(probe_id, shards[-1], engine=yes_no_engine) == "cancelled"
+    with session_scope() as session:
+        job = session.get(Job, job_id)
+        assert job.status == "cancelled" and "stopped after round 1" in job.message
+        assert not session.exec(select(ProbeShard).where(ProbeShard.probe_id == probe_id, ProbeShard.round == 2)).all()
+    assert {k for _, k in check_samples_match_scores(probe_id).values()} == {2}  # round 1 kept, whole
