@@ -162,10 +162,11 @@ def test_probing_grades_samples_with_the_probes_policy():
     from worker.probing import ShardWork, grade_shard
 
     def correct_count(policy: str) -> int:
-        work = ShardWork(probe_id=1, shard_index=0, shard_count=1, first_position=0, model="m", k=2,
-                         temperature=1.0, max_new_tokens=8, template=None, chat_template_options=None,
-                         grading_policy=policy, seed=0, label_free=False, task_type="numeric", prompt_ids=[1],
-                         texts=["What is 2 + 2?"], golds=["4"], prompt_count=1)
+        work = ShardWork(probe_id=1, probe_job_id=1, shard_index=0, shard_number=1, shard_count=1, first_position=0,
+                         model="m", adapter=None, k=2, temperature=1.0, max_new_tokens=8, template=None,
+                         chat_template_options=None, grading_policy=policy, seed=0, label_free=False,
+                         task_type="numeric", prompt_ids=[1], positions=[0], texts=["What is 2 + 2?"], golds=["4"],
+                         prompt_count=1)
         _, scores = grade_shard(work, [["2 + 2 makes 4", "so \\boxed{4}"]])
         return scores[0]["correct_count"]
 
