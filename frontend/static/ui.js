@@ -166,6 +166,25 @@ export function statusBadge(status) {
 // Call `tick` now and then every `ms` while it resolves to true; stops when the page is left.
 // A network or server error is reported once and polling goes on (the server may be restarting);
 // a 4xx (unknown id, bad token) will not fix itself, so it stops.
+// startPolling that a button can start again once it stopped: starting it while it runs does nothing.
+export function restartablePolling(ctx, tick, ms = 3000) {
+  let running = false;
+  return () => {
+    if (running) return;
+    running = true;
+    startPolling(ctx, async () => {
+      try {
+        const again = await tick();
+        running = Boolean(again);
+        return again;
+      } catch (err) {
+        running = false;
+        throw err;
+      }
+    }, ms);
+  };
+}
+
 export function startPolling(ctx, tick, ms = 2000) {
   let timer = null;
   let reported = false;

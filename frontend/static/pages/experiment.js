@@ -3,7 +3,8 @@
 import { api } from "../api.js";
 import { h, replace } from "../dom.js";
 import {
-  ACTIVE_STATUSES, card, emptyState, fmt, forecastShare, notify, renderFigure, reportError, startPolling, statusBadge,
+  ACTIVE_STATUSES, card, emptyState, fmt, forecastShare, notify, renderFigure, reportError, restartablePolling,
+  startPolling, statusBadge,
 } from "../ui.js";
 
 export async function renderExperiment(ctx, experimentId) {
@@ -57,24 +58,12 @@ export async function renderExperiment(ctx, experimentId) {
   });
 
   // ---------- capacity boundary ----------
-  let capacityPolling = false;
-  async function pollCapacity() {
-    if (capacityPolling) return;
-    capacityPolling = true;
-    try {
-      while (ctx.alive) {
-        const result = await api(`/api/experiments/${experimentId}/capacity`);
-        if (!ctx.alive) return;
-        renderCapacity(result);
-        if (!result.pending) return;
-        await new Promise((resolve) => setTimeout(resolve, 3000));
-      }
-    } catch (err) {
-      reportError(err);
-    } finally {
-      capacityPolling = false;
-    }
-  }
+  const pollCapacity = restartablePolling(ctx, async () => {
+    const result = await api(`/api/experiments/${experimentId}/capacity`);
+    if (!ctx.alive) return false;
+    renderCapacity(result);
+    return result.pending > 0;
+  });
 
   function renderCapacity(result) {
     renderFigure(capacityPlot, result.figure);

@@ -2,7 +2,7 @@
 import { api, download } from "../api.js";
 import { h, replace } from "../dom.js";
 import {
-  ACTIVE_STATUSES, card, emptyState, fmt, notify, renderFigure, reportError, startPolling, statusBadge,
+  ACTIVE_STATUSES, card, emptyState, fmt, notify, renderFigure, reportError, restartablePolling, startPolling, statusBadge,
 } from "../ui.js";
 
 // (figure key from GET /api/runs/{id}/figures, container id)
@@ -81,26 +81,13 @@ export async function renderRun(ctx, runId) {
 
   // ---------- what moved ----------
   const SCOPE_TITLES = { training: "Training subset", evaluation: "Evaluation pool" };
-  let movedPolling = false;
-
-  async function pollMoved() {
-    if (movedPolling) return;
-    movedPolling = true;
-    try {
-      while (ctx.alive) {
-        const moved = await api(`/api/runs/${runId}/moved`);
-        if (!ctx.alive) return;
-        renderMoved(moved);
-        const waiting = moved.scopes.some((s) => !s.comparison && Object.values(s.status).every((x) => ACTIVE_STATUSES.has(x) || x === "succeeded"));
-        if (!waiting) return;
-        await new Promise((resolve) => setTimeout(resolve, 3000));
-      }
-    } catch (err) {
-      reportError(err);
-    } finally {
-      movedPolling = false;
-    }
-  }
+  // Until every re-probe has its comparison, or one of its probes ended without one.
+  const pollMoved = restartablePolling(ctx, async () => {
+    const moved = await api(`/api/runs/${runId}/moved`);
+    if (!ctx.alive) return false;
+    renderMoved(moved);
+    return moved.scopes.some((s) => !s.comparison && Object.values(s.status).every((x) => ACTIVE_STATUSES.has(x) || x === "succeeded"));
+  });
 
   function renderMoved(moved) {
     if (!moved.scopes.length) {
