@@ -313,16 +313,16 @@ def _commit(ctx: TaskContext, work: ShardWork, samples: list[dict], scores: list
         if job is None:
             done = _progress(session, work.probe_id, adaptive)
             what = f"round {work.round}: shard" if adaptive else "shard"
-            unit = "samples drawn" if adaptive else f"/{work.prompt_count} prompts probed"
-            ctx.note_progress(session, done=done, message=f"{what} {work.shard_number}/{work.shard_count} done; "
-                                                          f"{done}{' ' if adaptive else ''}{unit}")
+            so_far = f"{done} samples drawn" if adaptive else f"{done}/{work.prompt_count} prompts probed"
+            ctx.note_progress(session, done=done,
+                              message=f"{what} {work.shard_number}/{work.shard_count} done; {so_far}")
             return COMPLETED
         if adaptive:
-            if job.status == JobStatus.cancelling.value:  # the next round is not started
+            open_rows = plan if plan is not None else _open_prompts(session, probe, work.round)
+            if open_rows and job.status == JobStatus.cancelling.value:  # the next round is not started
                 job.message = f"cancelled: stopped after round {work.round} (its results are kept)"
                 transition(session, job, JobStatus.cancelled, f"cancel requested; stopped after round {work.round}")
                 return CANCELLED
-            open_rows = plan if plan is not None else _open_prompts(session, probe, work.round)
             next_round = _add_next_round(session, ctx, job, probe, work.round, open_rows)
         if not next_round:
             _finish(session, ctx, job, probe)

@@ -4,13 +4,14 @@ the decision the manager is making.
 A probe with a stop rule draws ``first_round`` samples of every prompt, then rounds of ``round_size`` for the
 prompts still open, up to k. After each round, `open_prompts` says which prompts need more:
 
-- **the decision** (a strategy and its budget N, the seed that breaks its ties): for each prompt not yet at k,
-  the chance that it is picked at full k but not now, or the reverse. That chance comes from simulation: the
-  remaining samples of every prompt are drawn from its posterior predictive (the pool's fitted Beta prior
-  updated by its own counts, `backend.curation.posterior`), and the strategy picks from each simulated full-k
-  pool. The prompts least likely to flip stop, as many as keep the summed flip chance within ``tolerance`` x N:
-  the expected share of picks that differ from a full-k probe's. Each round weighs every prompt below k again,
-  so one stopped earlier is reopened when the moving threshold made its flip chance grow.
+- **the decision** (a strategy and its budget N, the seed that breaks its ties). The remaining samples of every
+  prompt are simulated ``DRAWS`` times from its posterior predictive (the pool's fitted Beta prior updated by its
+  own counts, `backend.curation.posterior`). The prompts are ordered by their flip chance: how often, over the
+  simulated full-k pools, stopping the prompt now changes whether the strategy picks it (`flip_chances`). Then
+  the longest run of that order stops whose stopping keeps the expected number of picks that differ from the
+  full-k pick within ``tolerance`` x N, checked with the product's own Selector on the simulated pools
+  (`safe_stops`). Each round weighs every prompt below k again, so one stopped earlier is reopened when the
+  moving threshold made it riskier.
 - **a width**: a prompt stops once its 95% Wilson interval is at most ``max_width`` wide.
 
 A prompt stops when either rule lets it. Pure logic: the worker applies it to the probe's counts after each
@@ -28,7 +29,7 @@ from backend.curation.posterior import BetaPrior, PassCounts, fit_prior, learnab
 from backend.curation.strategies import DEFAULT_BAND, DEFAULT_GROUP_SIZE, KEY_SCALE, Selector
 
 DECISION_STRATEGIES = ("hard", "easy", "medium", "learnable", "band")  # those that read pass rates
-DRAWS = 200  # simulated full-k pools a round; the flip chances are then known to about +-0.035
+DRAWS = 200  # simulated full-k pools a round: a flip chance of 0.05 is then known to about +-0.03
 
 
 @dataclass(frozen=True)
