@@ -235,9 +235,10 @@ export async function renderPool(ctx, poolId) {
     }
     if (!ctx.alive) return;
     loadSubsets();
-    // By default the newest probe of the model itself, not a trained run's re-probe.
+    // By default the newest probe of the whole pool by the model itself (not a trained run's re-probe).
+    const whole = (p) => p.adapter_run_id == null && (!state.pool || p.prompt_count === state.pool.prompt_count);
     const chosen = state.probes.find((p) => String(p.id) === String(selectId))
-      || state.probes.find((p) => p.adapter_run_id == null) || state.probes[0] || null;
+      || state.probes.find(whole) || state.probes[0] || null;
     renderProbeOptions();
     await selectProbe(chosen);
   }
