@@ -21,15 +21,16 @@ def add_probe(pool_id: int, status: str, difficulties: dict[int, float]) -> int:
 
     from backend.database import session_scope
     from backend.jobs.tables import Job
-    from backend.pools.tables import Prompt
+    from backend.pools.tables import Pool, Prompt
     from backend.probes.tables import Probe, PromptScore
 
     with session_scope() as session:
         job = Job(kind="probe", status=status)
         session.add(job)
         session.flush()
+        # a probe of the whole pool (only some of its prompts scored yet)
         probe = Probe(pool_id=pool_id, job_id=job.id, model="m", k=4, temperature=1.0, max_new_tokens=64, seed=0,
-                      label_free=False, shard_size=256, prompt_count=len(difficulties))
+                      label_free=False, shard_size=256, prompt_count=session.get(Pool, pool_id).prompt_count)
         session.add(probe)
         session.flush()
         prompts = {p.position: p.id for p in session.exec(select(Prompt).where(Prompt.pool_id == pool_id))}
