@@ -377,6 +377,7 @@ def _finish(session: Session, ctx: TaskContext, job: Job, probe: Probe) -> None:
         probe.samples_drawn = int(session.exec(select(func.coalesce(func.sum(PromptScore.k), 0))
                                                .where(PromptScore.probe_id == probe.id)).one())
         rounds = session.exec(select(func.max(ProbeShard.round)).where(ProbeShard.probe_id == probe.id)).one()
+        job.progress_total = probe.samples_drawn  # it drew what it needed: done
         drawn = (f"{probe.prompt_count} prompts, {probe.samples_drawn} of {full} samples "
                  f"({1 - probe.samples_drawn / full:.0%} saved) in {rounds} round{'s' if rounds != 1 else ''}")
     probe.samples_per_second = probe.samples_drawn / total_seconds if total_seconds > 0 else None

@@ -239,6 +239,7 @@ def test_an_adaptive_probe_shows_its_saving(page: Page, server: str, worker) -> 
     expect(page.locator("#probe-adaptive-summary")).to_contain_text(f"hard at N = {probe['adaptive']['n']}")
     expect(page.locator("#job-state")).to_have_attribute("data-status", "succeeded", timeout=PROBE_TIMEOUT_MS)
     final = api_get(page, server, f"/api/probes/{probe['id']}")
+    expect(page.locator("#job-progress-text")).to_have_text(f"{final['samples_drawn']:,} samples")
     assert 0 < final["samples_drawn"] < pool["prompt_count"] * 6
     expect(page.locator("#probe-adaptive-summary")).to_contain_text(
         f"{final['samples_drawn']:,} of {pool['prompt_count'] * 6:,} samples drawn, ")

@@ -113,6 +113,7 @@ def test_an_adaptive_probe_runs_in_rounds_and_stops_settled_prompts_early(yes_no
     saved = 1 - drawn / (len(GOLDS) * 8)
     assert f"{drawn} of {len(GOLDS) * 8} samples ({saved:.0%} saved)" in job.message
     assert f"in {max(rounds)} rounds" in job.message and probe.samples_per_second > 0
+    assert job.progress_done == job.progress_total == drawn  # a finished adaptive probe's bar reads full
 
     # The decision it was run for: hard's 12 are never-solved prompts, nearly all of them the zebra ones.
     from backend.curation.posterior import PassCounts

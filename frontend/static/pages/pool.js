@@ -324,7 +324,9 @@ export async function renderPool(ctx, poolId) {
       h("div", { class: "progress", role: "progressbar", id: "job-progress", "aria-valuemin": "0", "aria-valuemax": String(total), "aria-valuenow": String(done) },
         h("div", { class: `progress-fill ${kind}`, style: { width: `${(share * 100).toFixed(1)}%` } })),
       h("div", { class: "job-numbers" },
-        h("span", { id: "job-progress-text" }, `${fmt.int(done)} / ${fmt.int(total)} prompts`),
+        // an adaptive probe counts samples, against the most it may draw while it runs
+        h("span", { id: "job-progress-text" }, !probe.adaptive ? `${fmt.int(done)} / ${fmt.int(total)} prompts`
+          : active ? `${fmt.int(done)} samples of at most ${fmt.int(total)}` : `${fmt.int(done)} samples`),
         h("span", null, `${sps != null ? fmt.num(sps, 1) : "–"} samples/s`),
         active && h("span", null, `${fmt.duration(job.eta_seconds)} left`),
         !active && job.finished_at && h("span", { class: "muted" }, `finished ${fmt.date(job.finished_at)}`)),
