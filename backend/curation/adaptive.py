@@ -26,7 +26,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from backend.curation.posterior import BetaPrior, PassCounts, fit_prior, learnable_chance_posterior
-from backend.curation.strategies import DEFAULT_BAND, DEFAULT_GROUP_SIZE, KEY_SCALE, Selector
+from backend.curation.scores import wilson_interval
+from backend.curation.strategies import DEFAULT_BAND, DEFAULT_GROUP_SIZE, KEY_SCALE, Selector, seeded_shuffle
 
 DECISION_STRATEGIES = ("hard", "easy", "medium", "learnable", "band")  # those that read pass rates
 DRAWS = 200  # simulated full-k pools a round: a flip chance of 0.05 is then known to about +-0.03
@@ -64,13 +65,11 @@ class StopRule:
         return cls(**{**data, "band": tuple(data.get("band", DEFAULT_BAND))})
 
 
-def wilson_width(correct: np.ndarray, drawn: np.ndarray, z: float = 1.96) -> np.ndarray:
-    """Width of each prompt's 95% Wilson interval (`backend.curation.scores.wilson_interval`, vectorised)."""
-    p, z2 = correct / drawn, z * z
-    denominator = 1 + z2 / drawn
-    centre = (p + z2 / (2 * drawn)) / denominator
-    half = z * np.sqrt(p * (1 - p) / drawn + z2 / (4 * drawn * drawn)) / denominator
-    return np.minimum(1.0, centre + half) - np.maximum(0.0, centre - half)
+def wilson_width(correct: np.ndarray, drawn: np.ndarray) -> np.ndarray:
+    """Width of each prompt's 95% Wilson interval, computed once per distinct (correct, drawn): a few dozen."""
+    pairs, inverse = np.unique(np.stack([correct, drawn], axis=1), axis=0, return_inverse=True)
+    widths = np.array([high - low for low, high in (wilson_interval(int(c), int(n)) for c, n in pairs)])
+    return widths[inverse.ravel()]
 
 
 def simulate_full_counts(rule: StopRule, counts: PassCounts, rng: np.random.Generator) -> np.ndarray:
@@ -84,37 +83,42 @@ def simulate_full_counts(rule: StopRule, counts: PassCounts, rng: np.random.Gene
     return counts.correct + rng.binomial(rule.k - counts.k, p)
 
 
-def flip_chances(rule: StopRule, counts: PassCounts, finals: np.ndarray) -> np.ndarray:
+def full_priors(rule: StopRule, finals: np.ndarray) -> list:
+    """The prior a probe would fit to each simulated full-k pool: learnable ranks by a posterior chance under it;
+    the other strategies need none."""
+    full_k = np.full(finals.shape[1], rule.k, dtype=np.int64)
+    return [fit_prior(PassCounts(final, full_k)) if rule.strategy == "learnable" else None for final in finals]
+
+
+def flip_chances(rule: StopRule, counts: PassCounts, finals: np.ndarray, priors: list) -> np.ndarray:
     """Per prompt, the chance over the simulated pools that stopping it now changes whether the strategy picks it:
     picked at full k, against picked with its current counts among the others at full k."""
     full_k = np.full(counts.k.size, rule.k, dtype=np.int64)
     positions = shuffle_positions(counts.k.size, rule.seed)
     flips = np.zeros(counts.k.size)
-    for final in finals:
-        full_counts = PassCounts(final, full_k)
-        # learnable ranks by a posterior chance whose prior a probe fits to its own counts
-        prior = fit_prior(full_counts) if rule.strategy == "learnable" else None
-        full, stopped = memberships(rule, full_counts, counts, positions, prior)
+    for final, prior in zip(finals, priors, strict=True):
+        full, stopped = memberships(rule, PassCounts(final, full_k), counts, positions, prior)
         flips += full != stopped
     return flips / len(finals)
 
 
-def _picked(rule: StopRule, correct: np.ndarray, k: np.ndarray) -> np.ndarray:
-    """What the product picks from these counts (Selector, its prior fitted to them), as a mask."""
-    selector = Selector(1.0 - correct / k, np.zeros(k.size, dtype=bool), rule.seed, counts=PassCounts(correct, k))
+def _picked(rule: StopRule, correct: np.ndarray, k: np.ndarray, prior=None) -> np.ndarray:
+    """What the product picks from these counts (Selector; its prior fitted to them unless given), as a mask."""
+    selector = Selector(1.0 - correct / k, np.zeros(k.size, dtype=bool), rule.seed, counts=PassCounts(correct, k),
+                        prior=prior)
     inside = np.zeros(k.size, dtype=bool)
     inside[selector.pick(rule.strategy, rule.n, group_size=rule.group_size, band=rule.band)] = True
     return inside
 
 
-def safe_stops(rule: StopRule, counts: PassCounts, finals: np.ndarray, order: np.ndarray,
+def safe_stops(rule: StopRule, counts: PassCounts, finals: np.ndarray, priors: list, order: np.ndarray,
                stopped_anyway: np.ndarray) -> int:
     """How many of the candidates in ``order`` (least likely to flip first) can stop now: the most whose stopping
     keeps the expected number of picks that differ from the full-k pick within ``tolerance`` x N, checked on the
     simulated pools with the product's own selection (the stopped prompts, these and ``stopped_anyway``, at their
     counts; the rest at k)."""
     full_k = np.full(counts.k.size, rule.k, dtype=np.int64)
-    full_picks = [_picked(rule, final, full_k) for final in finals]
+    full_picks = [_picked(rule, final, full_k, prior) for final, prior in zip(finals, priors, strict=True)]
 
     def expected_misses(m: int) -> float:
         stopped = stopped_anyway.copy()
@@ -136,8 +140,7 @@ def safe_stops(rule: StopRule, counts: PassCounts, finals: np.ndarray, order: np
 
 def shuffle_positions(size: int, seed: int) -> np.ndarray:
     """Each prompt's place in the Selector's seeded shuffle, which breaks its ties."""
-    shuffle = np.arange(size, dtype=np.int32 if size < 2**31 else np.int64)
-    np.random.default_rng(seed).shuffle(shuffle)
+    shuffle = seeded_shuffle(size, seed)
     positions = np.empty(size, dtype=np.int64)
     positions[shuffle] = np.arange(size)
     return positions
@@ -203,11 +206,12 @@ def open_prompts(rule: StopRule, correct: np.ndarray, drawn: np.ndarray, round_i
         return candidates
     counts = PassCounts.of(correct, drawn)
     finals = simulate_full_counts(rule, counts, np.random.default_rng([rule.seed, round_index]))
-    chances = flip_chances(rule, counts, finals)
+    priors = full_priors(rule, finals)
+    chances = flip_chances(rule, counts, finals, priors)
     order = np.flatnonzero(candidates)
     order = order[np.argsort(chances[order], kind="stable")]
     opened = candidates.copy()
-    opened[order[:safe_stops(rule, counts, finals, order, narrow)]] = False
+    opened[order[:safe_stops(rule, counts, finals, priors, order, narrow)]] = False
     return opened
 
 

@@ -146,6 +146,18 @@ def _stable_argsort(keys: np.ndarray) -> np.ndarray:
     return order
 
 
+def seeded_shuffle(size: int, seed: int) -> np.ndarray:
+    """The prompt index at each place of the seed's shuffle: the order that breaks every strategy's ties."""
+    try:
+        rng = np.random.default_rng(operator.index(seed))
+    except (TypeError, ValueError):
+        raise StrategyError(f"seed must be a whole number >= 0, got {seed!r}") from None
+    # int32 indices shuffle faster and halve the memory; pools never near 2**31 prompts.
+    shuffle = np.arange(size, dtype=np.int32 if size < 2**31 else np.int64)
+    rng.shuffle(shuffle)
+    return shuffle
+
+
 class Selector:
     """Picks for every strategy from one pool and seed; build once, call ``pick`` many times."""
 
@@ -168,17 +180,10 @@ class Selector:
             raise StrategyError("difficulty and base_wrong must be 1-D arrays of the same length")
         if counts is not None and (label_free or counts.k.shape != difficulty.shape):
             raise StrategyError("counts go with a pass-rate probe and need one (correct, k) per prompt")
-        try:
-            rng = np.random.default_rng(operator.index(seed))
-        except (TypeError, ValueError):
-            raise StrategyError(f"seed must be a whole number >= 0, got {seed!r}") from None
+        shuffle = seeded_shuffle(difficulty.size, seed)
         self.difficulty = difficulty
         self.base_wrong = base_wrong
         self.seed = seed
-        # int32 indices shuffle faster and halve the memory; pools never near 2**31 prompts.
-        index_type = np.int32 if difficulty.size < 2**31 else np.int64
-        shuffle = np.arange(difficulty.size, dtype=index_type)
-        rng.shuffle(shuffle)
         shuffled = difficulty[shuffle]
         probed = ~np.isnan(shuffled)
         if not probed.all():

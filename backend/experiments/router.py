@@ -11,7 +11,7 @@ from backend.experiments.tables import Experiment
 from backend.jobs.dispatch import commit_and_send
 from backend.params import BodyId, PathId, QueryId
 from backend.probes.tables import Probe
-from backend.runs.reprobe import capacity, reprobe
+from backend.runs.reprobe import capacity, probe_jobs, reprobe
 from backend.runs.service import list_runs, run_job
 from backend.settings import get_settings
 
@@ -87,8 +87,7 @@ def reprobe_experiment(experiment_id: ExperimentId, session: SessionDep) -> Capa
         except AppError as exc:  # e.g. one run's adapter is gone: the others are re-probed all the same
             refused.append(exc)
             continue
-        jobs |= {session.get(Probe, probe_id).job_id for link in links
-                 for probe_id in (link.probe_id, link.baseline_probe_id)}
+        jobs.update(probe_jobs(session, links))
     if len(refused) == len(runs):
         raise refused[0]
     commit_and_send(session, sorted(jobs))

@@ -104,10 +104,19 @@ def _base_probe_of(session: Session, pool_id: int, settings: dict) -> Probe | No
                 None)
 
 
-def moved(session: Session, run_id: int) -> list[dict]:
-    """Per re-probe: its status and, once it and its baseline have succeeded, what moved."""
+def probe_jobs(session: Session, links: list[AdapterProbe]) -> list[int]:
+    """The jobs of these re-probes and of their baselines, to send after the commit."""
+    probes = {link.probe_id for link in links} | {link.baseline_probe_id for link in links}
+    return sorted({session.get(Probe, probe_id).job_id for probe_id in probes})
+
+
+def moved(session: Session, run_id: int, only: str | None = None) -> list[dict]:
+    """Per re-probe (of the scope ``only``, if given): its status and, once it and its baseline have succeeded,
+    what moved."""
     scopes = []
     for link in adapter_probes(session, run_id):
+        if only is not None and link.scope != only:
+            continue
         after = session.get(Probe, link.probe_id)
         before = session.get(Probe, link.baseline_probe_id) if link.baseline_probe_id else None
         status = {"after": _status(session, after), "before": _status(session, before)}
@@ -147,9 +156,7 @@ def capacity(session: Session, runs: list[Run]) -> dict:
     by_strategy: dict[str, list[dict]] = {}
     pending = 0
     for run in runs:
-        for scope in moved(session, run.id):
-            if scope["scope"] != "evaluation":
-                continue
+        for scope in moved(session, run.id, "evaluation"):
             if scope["comparison"] is None:
                 pending += all(status not in (*ENDED_BADLY, "deleted") for status in scope["status"].values())
                 continue

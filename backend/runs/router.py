@@ -12,11 +12,10 @@ from backend.errors import AppError
 from backend.experiments.tables import Experiment
 from backend.jobs.dispatch import commit_and_send
 from backend.params import PathId, QueryId
-from backend.probes.tables import Probe
 from backend.runs import service
 from backend.runs.downloads import adapter_zip, metrics_csv, trl_config
 from backend.runs.figures import FIGURE_KEYS, run_figures
-from backend.runs.reprobe import moved, reprobe
+from backend.runs.reprobe import moved, probe_jobs, reprobe
 from backend.runs.schemas import RunCreate, RunMetrics, RunMoved, RunRead
 from backend.runs.settings import PRESETS, TrainingSettings, preset
 from backend.runs.tables import Run
@@ -63,8 +62,7 @@ def reprobe_run(run_id: RunId, session: SessionDep) -> RunMoved:
     the settings of the probe its subset came from (and the base model on the evaluation pool where it has no such
     probe yet). Asking again returns the same probes unless one failed or was cancelled."""
     links = reprobe(session, service.get_run(session, run_id), get_settings().probe_shard_size)
-    probes = {link.probe_id for link in links} | {link.baseline_probe_id for link in links}
-    commit_and_send(session, sorted({session.get(Probe, probe_id).job_id for probe_id in probes}))
+    commit_and_send(session, probe_jobs(session, links))
     return RunMoved(run_id=run_id, scopes=moved(session, run_id))
 
 

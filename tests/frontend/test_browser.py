@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.frontend.conftest import PROBE_TIMEOUT_MS, TINY_MODEL, api_get, needs_chromium, sign_in
+from tests.frontend.conftest import PROBE_TIMEOUT_MS, TINY_MODEL, api_get, create_demo_pool, needs_chromium, sign_in
 
 pytest.importorskip("playwright.sync_api")
 from playwright.sync_api import Page, expect
@@ -219,9 +219,7 @@ def test_untrusted_prompt_text_is_shown_as_text(page: Page, server: str) -> None
 def test_an_adaptive_probe_shows_its_saving(page: Page, server: str, worker) -> None:
     """The probe form's adaptive option: the probe runs in rounds, and the job box says how many samples it saved."""
     sign_in(page, server)
-    with page.expect_response(lambda r: r.url.endswith("/api/pools/demo") and r.request.method == "POST") as created:
-        page.click("#demo-button")
-    pool = created.value.json()
+    pool = create_demo_pool(page)
     page.click(f"[data-testid=pool-link-{pool['id']}]")
     page.wait_for_url(f"**/#/pools/{pool['id']}")
     expect(page.locator("#probe-preset")).to_have_value("demo")
