@@ -18,6 +18,7 @@ Pools:
 
 Usage: .venv/bin/python bench/adaptive_probing.py [--pools demo,gsm8k] [--save outcomes.json]
        .venv/bin/python bench/adaptive_probing.py --load outcomes.json     # replay only
+       .venv/bin/python bench/adaptive_probing.py --cost                   # the stop rule's time per round
 """
 
 from __future__ import annotations
@@ -127,6 +128,21 @@ def report(name: str, outcomes: np.ndarray, first_round: int, round_size: int, t
     return results
 
 
+def rule_cost() -> None:
+    """Seconds `open_prompts` takes after a first round of 2 samples (N = 10%), on pools of demo-like pass rates."""
+    from backend.curation.adaptive import StopRule, open_prompts
+
+    rng = np.random.default_rng(0)
+    print(f"{'prompts':>8} {'strategy':<10} {'seconds':>8} {'open':>6}")
+    for size in (200, 2000, 10000):
+        correct, drawn = rng.binomial(2, rng.beta(0.67, 2.7, size)), np.full(size, 2)
+        for strategy in STRATEGIES:
+            rule = StopRule(k=8, first_round=2, round_size=2, strategy=strategy, n=size // 10)
+            started = time.perf_counter()
+            opened = open_prompts(rule, correct, drawn, 1)
+            print(f"{size:>8} {strategy:<10} {time.perf_counter() - started:>8.1f} {int(opened.sum()):>6}", flush=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pools", default="demo,gsm8k")
@@ -138,7 +154,11 @@ def main() -> int:
     parser.add_argument("--tolerance", type=float, default=0.02)
     parser.add_argument("--save", type=Path, help="Write the full-k outcomes here (JSON)")
     parser.add_argument("--load", type=Path, help="Replay outcomes saved earlier instead of sampling")
+    parser.add_argument("--cost", action="store_true", help="Only time the stop rule on pools of 200 to 10,000")
     args = parser.parse_args()
+    if args.cost:
+        rule_cost()
+        return 0
 
     if args.load:
         saved = json.loads(args.load.read_text())
