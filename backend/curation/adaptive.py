@@ -27,7 +27,14 @@ import numpy as np
 
 from backend.curation.posterior import BetaPrior, PassCounts, fit_prior, learnable_chance_posterior
 from backend.curation.scores import wilson_interval
-from backend.curation.strategies import DEFAULT_BAND, DEFAULT_GROUP_SIZE, KEY_SCALE, Selector, seeded_shuffle
+from backend.curation.strategies import (
+    DEFAULT_BAND,
+    DEFAULT_GROUP_SIZE,
+    KEY_SCALE,
+    Selector,
+    learnable_keys,
+    seeded_shuffle,
+)
 
 DECISION_STRATEGIES = ("hard", "easy", "medium", "learnable", "band")  # those that read pass rates
 DRAWS = 200  # simulated full-k pools a round: a flip chance of 0.05 is then known to about +-0.03
@@ -152,8 +159,7 @@ def _keys(rule: StopRule, counts: PassCounts, prior) -> np.ndarray:
     if rule.strategy == "hard":
         return KEY_SCALE - difficulty
     if rule.strategy == "learnable":
-        chance = learnable_chance_posterior(counts, rule.group_size, prior)[0]
-        return np.rint((1.0 - chance) * KEY_SCALE).astype(np.int64)
+        return learnable_keys(learnable_chance_posterior(counts, rule.group_size, prior)[0])
     return difficulty  # easy, medium (and band, which reads it as a pass rate)
 
 

@@ -15,7 +15,8 @@ the seed. Prompts whose difficulty is NaN (not probed) are never picked.
 Difficulty is 1 - pass rate, or 1 - agreement for a label-free probe. ``learnable`` and ``band`` are
 defined on pass rates only, so a label-free Selector refuses them (agreement is not a success rate).
 With probe counts, ``learnable`` ranks by each prompt's posterior expected chance of a mixed group
-(``posterior``), the same estimate the forecast reports.
+(``posterior``), the same estimate the forecast reports, to the nearest LEARNABLE_RESOLUTION: the seed breaks
+ties between chances that round the same.
 
 Speed: a preview on a million prompts runs all strategies. The shuffle is made once per
 ``Selector``; each ranking is a 16-bit radix sort when the keys take few distinct values (the
@@ -37,6 +38,9 @@ DEFAULT_GROUP_SIZE = 8
 DEFAULT_BAND = (0.1, 0.9)
 
 KEY_SCALE = 10**12  # keys are rounded to 12 decimals; equal after rounding means tied
+# learnable ranks posterior chances to the nearest 0.05: their posterior spread from k <= 16 samples is 0.05 or
+# more near the top, so a finer order is noise, and neighbouring counts (4, 5, 6 of 8) become ties for the seed.
+LEARNABLE_RESOLUTION = 0.05
 _BUCKETS = 1 << 16
 
 
@@ -146,6 +150,13 @@ def _stable_argsort(keys: np.ndarray) -> np.ndarray:
     return order
 
 
+def learnable_keys(chance: np.ndarray) -> np.ndarray:
+    """learnable's ranking key of each posterior chance (ascending: picked first): the chance rounded to
+    LEARNABLE_RESOLUTION, so chances that round the same are tied."""
+    step = round(LEARNABLE_RESOLUTION * KEY_SCALE)
+    return KEY_SCALE - np.rint(np.asarray(chance) / LEARNABLE_RESOLUTION).astype(np.int64) * step
+
+
 def seeded_shuffle(size: int, seed: int) -> np.ndarray:
     """The prompt index at each place of the seed's shuffle: the order that breaks every strategy's ties."""
     try:
@@ -240,9 +251,8 @@ class Selector:
                 self._rankings[name] = _Ranking(KEY_SCALE - key)
             elif name == "learnable":  # exact p: 1 - p^G - (1-p)^G falls with |p - 1/2|, for every G
                 self._rankings[name] = _Ranking(np.abs(2 * key - KEY_SCALE))
-            else:  # highest posterior chance first
-                chance = self.posterior_chance(group_size)[0][self._shuffle]
-                self._rankings[name] = _Ranking(np.rint((1.0 - chance) * KEY_SCALE).astype(np.int64))
+            else:  # highest posterior chance first, at LEARNABLE_RESOLUTION
+                self._rankings[name] = _Ranking(learnable_keys(self.posterior_chance(group_size)[0][self._shuffle]))
         return self._rankings[name]
 
     def pick(
