@@ -6,24 +6,26 @@ from fastapi import Depends, FastAPI
 from fastapi.responses import FileResponse
 from fastapi.staticfiles import StaticFiles
 
-from backend.auth.dependencies import current_token
-from backend.auth.middleware import TokenMiddleware
+from backend.auth.access import ACCESS, check_coverage
+from backend.auth.dependencies import current_principal
+from backend.auth.middleware import AuthMiddleware, api_routes
+from backend.auth.ratelimit import FailureLimiter
 from backend.body_limit import MAX_LABELS_FILE_BYTES, BodyLimitMiddleware
 from backend.errors import install_error_handlers, problem_openapi
 from backend.params import reject_nul_text, reject_unknown_query
+from backend.security_headers import SecurityHeadersMiddleware
+from backend.settings import get_settings
 
 FRONTEND = Path(__file__).resolve().parent.parent / "frontend"
-PUBLIC_API = ("/api/health",)  # and everything under them; the rest of /api/* needs a token
 UPLOADS = (("POST", "/api/pools", None),  # streams to disk under its own limit, BUDGETLAB_MAX_UPLOAD_BYTES
            ("POST", r"/api/pools/\d+/labels", MAX_LABELS_FILE_BYTES))  # read whole
 
 
-def is_protected(path: str) -> bool:
-    return path.startswith("/api/") and not any(path == p or path.startswith(p + "/") for p in PUBLIC_API)
-
-
 def create_app() -> FastAPI:
-    import backend.job_kinds  # noqa: F401  (registers every job kind)
+    import backend.job_kinds
+    import backend.tables  # noqa: F401  (every table, with the creator names the read models show)
+    from backend.audit.router import router as audit_router
+    from backend.auth.router import router as auth_router
     from backend.experiments.router import router as experiments_router
     from backend.health import router as health_router
     from backend.jobs.router import router as jobs_router
@@ -38,17 +40,24 @@ def create_app() -> FastAPI:
                   description="Probe a base model on a prompt pool, plan a labeling budget, export the subset.")
 
     install_error_handlers(app)
-    # Added last runs first: the token is checked before the body cap, both before routing.
+    settings = get_settings()
+    app.state.auth_limiter = FailureLimiter(settings.auth_failures_allowed)
+    # Added last runs first: who calls and whether they may is checked before the body cap, both before routing.
     app.add_middleware(BodyLimitMiddleware, uploads=UPLOADS)
-    app.add_middleware(TokenMiddleware, is_protected=is_protected)
-    app.openapi = lambda: problem_openapi(app, is_protected)
+    app.add_middleware(AuthMiddleware, routes=lambda: app.router.routes, limiter=app.state.auth_limiter,
+                       protect_docs=settings.environment != "development")
+    app.add_middleware(SecurityHeadersMiddleware)  # outermost: refusals carry the headers too
+    app.openapi = lambda: problem_openapi(app, lambda method, path: ACCESS[(method, path)])
 
-    app.include_router(health_router, prefix="/api")  # public: see PUBLIC_API
-
-    protected = [Depends(current_token), Depends(reject_unknown_query), Depends(reject_nul_text)]
+    checks = [Depends(reject_unknown_query), Depends(reject_nul_text)]
+    app.include_router(health_router, prefix="/api")  # public, as access.py says
+    app.include_router(auth_router, prefix="/api", dependencies=checks)  # signing in is public, the rest not
+    protected = [Depends(current_principal), *checks]
     for router in (pools_router, probes_router, jobs_router, subsets_router, models_router, runs_router,
-                   experiments_router, labels_router):
+                   experiments_router, labels_router, audit_router):
         app.include_router(router, prefix="/api", dependencies=protected)
+    check_coverage({(method, route.path) for route in api_routes(app.router.routes) if route.path.startswith("/api/")
+                    for method in route.methods if method != "HEAD"})
 
     app.mount("/static", StaticFiles(directory=FRONTEND / "static"), name="static")
 

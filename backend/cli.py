@@ -20,8 +20,10 @@ app = typer.Typer(help="Budgetlab: probe prompt difficulty, plan a labeling budg
                   no_args_is_help=True, pretty_exceptions_enable=False)
 pool_app = typer.Typer(help="Prompt pools.", no_args_is_help=True)
 token_app = typer.Typer(help="API tokens.", no_args_is_help=True)
+user_app = typer.Typer(help="Users and their roles (viewer, manager, admin).", no_args_is_help=True)
 app.add_typer(pool_app, name="pool")
 app.add_typer(token_app, name="token")
+app.add_typer(user_app, name="user")
 labels_app = typer.Typer(help="Send prompts to annotators and bring their labels back.", no_args_is_help=True)
 app.add_typer(labels_app, name="labels")
 
@@ -66,8 +68,8 @@ def migrate() -> None:
 
 
 def _prepare() -> None:
-    """Migrate and make sure an admin can sign in; a generated token is printed this once."""
-    from backend.auth.service import ensure_admin_token
+    """Migrate and make sure an admin can sign in; a generated password and token are printed this once."""
+    from backend.auth.service import ensure_first_admin
     from backend.jobs.broker import declare_queues
     from backend.migrate import upgrade_head
 
@@ -76,9 +78,10 @@ def _prepare() -> None:
     upgrade_head()
     declare_queues()  # before any API or worker process publishes to or consumes from them
     with _session() as session:
-        token = ensure_admin_token(session, settings.admin_token)
-    if token:
-        typer.secho(f"\n  Admin token (shown once, keep it): {token}\n", fg=typer.colors.GREEN, bold=True)
+        printed = ensure_first_admin(session, settings.admin_token, settings.admin_password)
+    for what, secret in printed.items():
+        typer.secho(f"\n  Admin {what} (user 'admin', shown once, keep it): {secret}\n", fg=typer.colors.GREEN,
+                    bold=True)
 
 
 @app.command()
@@ -158,13 +161,82 @@ def run_worker(
 
 
 @token_app.command("create")
-def token_create(name: str = typer.Option("cli", help="A label for the token.")) -> None:
+def token_create(name: str = typer.Option("cli", help="A label for the token."),
+                 user: str = typer.Option("admin", help="The user the token belongs to."),
+                 role: str | None = typer.Option(None, help="viewer, manager or admin: the user's role or a "
+                                                            "narrower one (default: the user's)."),
+                 days: float | None = typer.Option(None, help="Expires after this many days (default: never)."),
+                 ) -> None:
     """Create an API token (printed once)."""
-    from backend.auth.service import create_token
+    from datetime import timedelta
+
+    from backend.auth.service import AuthError, create_token, find_user
+    from backend.timeutil import utcnow
 
     _prepare()
     with _session() as session:
-        typer.echo(create_token(session, name))
+        owner = find_user(session, user)
+        if owner is None:
+            _fail(f"No user named {user!r}: list them with 'budgetlab user list'.")
+        try:
+            expires = utcnow() + timedelta(days=days) if days is not None else None
+            typer.echo(create_token(session, owner, name, role=role, expires_at=expires)[1])
+        except AuthError as exc:
+            _fail(f"Token not created: {exc}.")
+
+
+@user_app.command("add")
+def user_add(name: str = typer.Argument(..., help="The user's name, for sign-in."),
+             role: str = typer.Option("viewer", help="viewer, manager or admin."),
+             password: str | None = typer.Option(None, help="For the browser (asked for when left out; empty: "
+                                                            "tokens only).")) -> None:
+    """Create a user."""
+    from backend.auth.service import AuthError, create_user
+
+    if password is None:
+        password = typer.prompt("Password (empty: tokens only)", default="", hide_input=True,
+                                confirmation_prompt=True, show_default=False)
+    _prepare()
+    with _session() as session:
+        try:
+            user = create_user(session, name, role, password or None)
+        except AuthError as exc:
+            _fail(f"User not created: {exc}.")
+        typer.echo(f"user {user.id}: {user.name} ({user.role})")
+
+
+@user_app.command("passwd")
+def user_passwd(name: str = typer.Argument(..., help="The user's name."),
+                password: str | None = typer.Option(None, help="The new password (asked for when left out).")) -> None:
+    """Set a user's password (ends their browser sessions)."""
+    from backend.auth.service import AuthError, find_user, update_user
+
+    if password is None:
+        password = typer.prompt("New password", hide_input=True, confirmation_prompt=True)
+    _prepare()
+    with _session() as session:
+        user = find_user(session, name)
+        if user is None:
+            _fail(f"No user named {name!r}: list them with 'budgetlab user list'.")
+        try:
+            update_user(session, user, password=password)
+        except AuthError as exc:
+            _fail(f"Password not changed: {exc}.")
+        typer.echo(f"password of {name} changed")
+
+
+@user_app.command("list")
+def user_list() -> None:
+    """Every user with their role."""
+    from sqlmodel import select
+
+    from backend.auth.tables import User
+
+    _prepare()
+    with _session() as session:
+        for user in session.exec(select(User).order_by(User.id)):
+            typer.echo(f"{user.id:>4} {user.name:<24} {user.role:<8} "
+                       f"{'disabled' if user.disabled else 'active'}")
 
 
 @pool_app.command("import")

@@ -125,7 +125,9 @@ def install_error_handlers(app: FastAPI) -> None:
 
 # The error codes every operation can return, and the conditions for the others.
 _ALWAYS = {500: "Server error (logged)"}
-_PROTECTED = {401: "Missing or unknown API token"}
+_PROTECTED = {401: "Not signed in, or an unknown, expired or revoked token or session",
+              403: "The caller's role does not allow it, the row is another user's, or the CSRF header is missing",
+              429: "Too many bad credentials from this address"}
 _WITH_INPUT = {422: "A parameter or the body is invalid (see `errors`)"}
 _WITH_BODY = {400: "The body is not valid JSON or not a readable upload", 413: "The body is too large"}
 _WITH_PATH = {404: "No such resource"}
@@ -146,10 +148,11 @@ def error_responses(operation: dict[str, Any], *, protected: bool) -> dict[int, 
     return codes
 
 
-def problem_openapi(app: FastAPI, is_protected) -> dict[str, Any]:
+def problem_openapi(app: FastAPI, rule_of) -> dict[str, Any]:
     """The OpenAPI document with the problem model on every error response of every operation.
 
-    Done here, once, so a new router cannot forget it; FastAPI's default 422 (HTTPValidationError) is
+    Each operation also states the role it needs (``x-required-role``). Done here, once, so a new router cannot
+    forget it; FastAPI's default 422 (HTTPValidationError) is
     replaced by the problem model, which is what a 422 really carries.
     """
     if app.openapi_schema:
@@ -163,9 +166,11 @@ def problem_openapi(app: FastAPI, is_protected) -> dict[str, Any]:
     components["Problem"] = problem_schema
     problem = {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
     for path, methods in schema.get("paths", {}).items():
-        for operation in methods.values():
+        for method, operation in methods.items():
+            rule = rule_of(method.upper(), path)
+            operation["x-required-role"] = rule.role  # backend.auth.access
             responses = operation.setdefault("responses", {})
-            for code, description in error_responses(operation, protected=is_protected(path)).items():
+            for code, description in error_responses(operation, protected=rule.role != "public").items():
                 responses.setdefault(str(code), {"description": description})
             for code, response in responses.items():
                 if code.isdigit() and int(code) >= 400:

@@ -46,6 +46,12 @@ def BodyId(table: Any, what: str, description: str = "") -> Any:
 
 
 
+MAX_PAGE_SIZE = 500
+# Every list answers a bounded page, newest first: a client cannot ask for the whole table at once.
+Limit = Annotated[int, Query(ge=1, le=MAX_PAGE_SIZE, description=f"At most this many (1 to {MAX_PAGE_SIZE})")]
+Offset = Annotated[int, Query(ge=0, le=INT32_MAX, description="Skip this many first (for the next page)")]
+
+
 def reject_unknown_query(request: Request) -> None:
     """Refuse query parameters the operation does not take: a misspelt filter (`?probeid=3`) would
     otherwise be ignored and answer as if no filter had been asked for."""

@@ -26,6 +26,27 @@ class Settings(BaseSettings):
         None, validation_alias="BUDGETLAB_ADMIN_TOKEN",
         description="When set, this is the admin's API token; otherwise one is generated at first start.",
     )
+    admin_password: str | None = Field(
+        None, validation_alias="BUDGETLAB_ADMIN_PASSWORD",
+        description="The first admin's password for the browser; otherwise one is generated at first start.",
+    )
+    session_hours: float = Field(12, gt=0, validation_alias="BUDGETLAB_SESSION_HOURS",
+                                 description="A browser session ends this long after sign-in.")
+    secure_cookies: bool = Field(
+        False, validation_alias="BUDGETLAB_SECURE_COOKIES",
+        description="Mark the session cookie Secure (HTTPS only); set it behind a TLS proxy. Always on for "
+                    "requests that arrive over https.",
+    )
+    auth_failures_allowed: int = Field(
+        20, ge=1, validation_alias="BUDGETLAB_AUTH_FAILURES_ALLOWED",
+        description="Failed sign-ins and bad credentials one address may send per 5 minutes before it gets 429.",
+    )
+    quota_active_jobs: int = Field(20, ge=1, validation_alias="BUDGETLAB_QUOTA_ACTIVE_JOBS",
+                                   description="Unfinished jobs (queued, running, cancelling) one user may have.")
+    quota_queued_tokens: int = Field(
+        500_000_000, ge=1, validation_alias="BUDGETLAB_QUOTA_QUEUED_TOKENS",
+        description="Tokens to generate that one user's unfinished jobs may hold (probe: prompts x k x max new "
+                    "tokens; run: steps x batch x completion length).")
     database_url: str | None = Field(
         None, validation_alias="DATABASE_URL",
         description="SQLAlchemy URL. Default: SQLite file under data_dir.",

@@ -1,8 +1,11 @@
 """Every table, imported in one place so metadata (and Alembic) sees them all."""
 
+from sqlalchemy import select
+from sqlalchemy.orm import column_property
 from sqlmodel import SQLModel
 
-from backend.auth.tables import ApiToken
+from backend.audit.tables import AuditEvent
+from backend.auth.tables import ApiToken, User, UserSession
 from backend.experiments.tables import Experiment
 from backend.jobs.tables import Job, JobEvent
 from backend.labels.tables import LabelingExport, LabelJob, LabelSet, LabelStudioConnection, PromptLabel
@@ -14,7 +17,8 @@ from backend.workers.tables import WorkerBeat
 
 metadata = SQLModel.metadata
 
-__all__ = ["ApiToken", "Experiment", "Job", "JobEvent", "LabelJob", "LabelSet", "LabelStudioConnection",
+__all__ = ["ApiToken", "AuditEvent", "User", "UserSession", "Experiment",
+           "Job", "JobEvent", "LabelJob", "LabelSet", "LabelStudioConnection",
            "LabelingExport", "Pool", "Prompt", "Probe", "ProbeShard", "PromptScore", "Run",
            "PromptLabel", "RunMetric", "Sample", "Subset", "SubsetMember", "WorkerBeat",
            "metadata"]
@@ -25,3 +29,10 @@ __all__ = ["ApiToken", "Experiment", "Job", "JobEvent", "LabelJob", "LabelSet", 
 for _table in metadata.tables.values():
     if "id" in _table.c and _table.c.id.primary_key:
         _table.dialect_kwargs["sqlite_autoincrement"] = True
+
+
+# Rows that record their creator also read the creator's name (`created_by`), loaded with the row by a
+# subquery: pages show who created what, and lists need no query per row.
+for _table in (Pool, Probe, Subset, Run, Experiment, Job, LabelSet):
+    _table.__mapper__.add_property("created_by", column_property(
+        select(User.name).where(User.id == _table.created_by_id).correlate_except(User).scalar_subquery()))

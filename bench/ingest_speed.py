@@ -79,7 +79,7 @@ def migrate_and_register_token(url: str) -> None:
     from alembic.config import Config
     from sqlmodel import Session
 
-    from backend.auth.service import ensure_admin_token
+    from backend.auth.service import ensure_first_admin
     from backend.database import make_engine
 
     config = Config(str(ROOT / "alembic.ini"))
@@ -87,7 +87,7 @@ def migrate_and_register_token(url: str) -> None:
     command.upgrade(config, "head")
     engine = make_engine("postgresql+psycopg://" + url.split("://", 1)[1])
     with Session(engine) as session:
-        ensure_admin_token(session, TOKEN)
+        ensure_first_admin(session, TOKEN)
         session.commit()
     engine.dispose()
 

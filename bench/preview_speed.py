@@ -80,7 +80,7 @@ def main() -> None:
     parser.add_argument("--pg", default="postgresql://postgres@127.0.0.1:5432/postgres")
     args = parser.parse_args()
 
-    from backend.auth.service import hash_token
+    from backend.auth.service import hash_secret
     from backend.migrate import upgrade_head
 
     name = f"budgetlab_bench_{uuid.uuid4().hex[:8]}"
@@ -95,8 +95,10 @@ def main() -> None:
         print(f"filled {args.rows:,} prompts and scores in {time.perf_counter() - t0:.1f}s")
         token = "bench-" + uuid.uuid4().hex
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute("INSERT INTO api_token (name, token_hash, is_admin, created_at) VALUES "
-                         "('bench', %s, true, now())", (hash_token(token),))
+            user_id = conn.execute("INSERT INTO app_user (name, role, disabled, created_at) VALUES "
+                                   "('bench', 'admin', false, now()) RETURNING id").fetchone()[0]
+            conn.execute("INSERT INTO api_token (name, token_hash, user_id, role, created_at) VALUES "
+                         "('bench', %s, %s, 'admin', now())", (hash_secret(token), user_id))
 
         port = free_port()
         env = {**os.environ, "DATABASE_URL": url, "CELERY_BROKER_URL": "redis://127.0.0.1:6379/12",

@@ -26,6 +26,7 @@ REDIS_TEST_URL = os.environ.get("BUDGETLAB_TEST_REDIS", "redis://127.0.0.1:6379/
 # Each session's broker keys carry their own prefix, so concurrent sessions never share tasks.
 BROKER_PREFIX = f"budgetlab-test-{uuid.uuid4().hex[:8]}:"
 ADMIN_TOKEN = "test-admin-token-" + uuid.uuid4().hex[:8]
+ADMIN_PASSWORD = "test-admin-password-" + uuid.uuid4().hex[:8]  # the user "admin", for the browser
 
 
 def clear_caches() -> None:
@@ -71,6 +72,11 @@ def service_env(tmp_path_factory) -> Iterator[dict[str, str]]:
         "BUDGETLAB_DATA_DIR": str(data_dir),
         "BUDGETLAB_ARTIFACT_DIR": str(os.environ.get("BUDGETLAB_TEST_ARTIFACTS", data_dir / "artifacts")),
         "BUDGETLAB_ADMIN_TOKEN": ADMIN_TOKEN,
+        # Tests send many bad credentials on purpose from one address; the limit has a test of its own.
+        "BUDGETLAB_AUTH_FAILURES_ALLOWED": "100000",
+        # Jobs no worker runs stay queued in the session's database; quotas have a test of their own.
+        "BUDGETLAB_QUOTA_ACTIVE_JOBS": "100000",
+        "BUDGETLAB_QUOTA_QUEUED_TOKENS": str(10**15),
     }
     saved = {key: os.environ.get(key) for key in env}
     os.environ.update(env)
@@ -92,11 +98,11 @@ def service_env(tmp_path_factory) -> Iterator[dict[str, str]]:
 @pytest.fixture(scope="session")
 def app(service_env):
     from backend.app import create_app
-    from backend.auth.service import ensure_admin_token
+    from backend.auth.service import ensure_first_admin
     from backend.database import session_scope
 
     with session_scope() as session:
-        ensure_admin_token(session, ADMIN_TOKEN)
+        ensure_first_admin(session, ADMIN_TOKEN, ADMIN_PASSWORD)
     return create_app()
 
 
@@ -132,7 +138,7 @@ def client_on(app, monkeypatch, env: dict[str, str]):
     here, with the admin token); the settings are restored after."""
     from fastapi.testclient import TestClient
 
-    from backend.auth.service import ensure_admin_token
+    from backend.auth.service import ensure_first_admin
     from backend.database import session_scope
 
     for key, value in env.items():
@@ -141,7 +147,7 @@ def client_on(app, monkeypatch, env: dict[str, str]):
     try:
         upgrade_head(env["DATABASE_URL"])
         with session_scope() as session:
-            ensure_admin_token(session, ADMIN_TOKEN)
+            ensure_first_admin(session, ADMIN_TOKEN, ADMIN_PASSWORD)
         with TestClient(app) as client:
             client.headers["Authorization"] = f"Bearer {ADMIN_TOKEN}"
             yield client

@@ -48,7 +48,7 @@ def test_upgrade_head_on_empty_sqlite_matches_models(tmp_path):
 
 ROWS_PER_TABLE = 2
 # Columns whose old values a migration corrects on purpose: {table: {column}}.
-DATA_FIXES = {"subset": {"predicted_learnable_share"}}
+DATA_FIXES = {"subset": {"predicted_learnable_share"}, "api_token": {"is_admin"}}  # 0012: is_admin -> role
 
 
 def _value(column, i: int, parents: dict[str, list[dict]]):

@@ -1,24 +1,28 @@
-"""Who is calling: the token `TokenMiddleware` checked before routing, as a dependency."""
+"""Who is calling, as resolved by `AuthMiddleware` before routing, as a dependency."""
 
 from typing import Annotated
 
 from fastapi import Depends, Request
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import APIKeyCookie, HTTPAuthorizationCredentials, HTTPBearer
 
-from backend.auth.middleware import MISSING, STATE_KEY
-from backend.auth.tables import ApiToken
+from backend.auth.middleware import MISSING, SESSION_COOKIE, STATE_KEY
+from backend.auth.service import Principal
 from backend.errors import AppError
 
-# Declares the security scheme in the OpenAPI document; the check itself is the middleware's.
+# Declare the security schemes in the OpenAPI document; the checks themselves are the middleware's.
 _bearer = HTTPBearer(auto_error=False, description="An API token: `Authorization: Bearer <token>`")
+_cookie = APIKeyCookie(name=SESSION_COOKIE, auto_error=False,
+                       description="The browser's session cookie from `POST /api/session`, with the "
+                                   "`X-CSRF-Token` header on every change")
 
 
-def current_token(request: Request, _credentials: Annotated[HTTPAuthorizationCredentials | None,
-                                                            Depends(_bearer)]) -> ApiToken:
-    token = getattr(request.state, STATE_KEY, None)
-    if token is None:  # a route served without TokenMiddleware in front: refuse rather than trust it
+def current_principal(request: Request,
+                      _credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+                      _session: Annotated[str | None, Depends(_cookie)]) -> Principal:
+    principal = getattr(request.state, STATE_KEY, None)
+    if principal is None:  # a route served without AuthMiddleware in front: refuse rather than trust it
         raise AppError(401, MISSING)
-    return token
+    return principal
 
 
-CurrentToken = Annotated[ApiToken, Depends(current_token)]
+CurrentPrincipal = Annotated[Principal, Depends(current_principal)]

@@ -9,7 +9,7 @@ from backend.experiments import service
 from backend.experiments.schemas import Capacity, Comparison, ExperimentCreate, ExperimentRead
 from backend.experiments.tables import Experiment
 from backend.jobs.dispatch import commit_and_send
-from backend.params import BodyId, PathId, QueryId
+from backend.params import BodyId, Limit, Offset, PathId, QueryId
 from backend.probes.tables import Probe
 from backend.runs.reprobe import capacity, probe_jobs, reprobe
 from backend.runs.service import list_runs, run_job
@@ -48,8 +48,9 @@ def create_demo_experiment(body: DemoExperimentCreate, session: SessionDep) -> E
 @router.get("/experiments")
 def list_experiments(session: SessionDep,
                      probe_id: QueryId(Probe, "Probe", "Only the experiments on this probe") = None,
-                     ) -> list[ExperimentRead]:
-    return [service.experiment_read(session, e) for e in service.list_experiments(session, probe_id)]
+                     limit: Limit = 100, offset: Offset = 0) -> list[ExperimentRead]:
+    return [service.experiment_read(session, e)
+            for e in service.list_experiments(session, probe_id, limit=limit, offset=offset)]
 
 
 @router.get("/experiments/{experiment_id}")

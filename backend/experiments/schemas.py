@@ -36,6 +36,8 @@ class ExperimentCreate(BaseModel):
 
 
 class ExperimentRead(BaseModel):
+    created_by: str | None = Field(None, description="The name of the user who created it (None: the system, "
+                                                      "or before users existed)")
     id: int
     name: str
     probe_id: int

@@ -126,11 +126,12 @@ def get_experiment(session: Session, experiment_id: int) -> Experiment:
     return get_or_404(session, Experiment, experiment_id)
 
 
-def list_experiments(session: Session, probe_id: int | None = None) -> list[Experiment]:
+def list_experiments(session: Session, probe_id: int | None = None, *, limit: int | None = None,
+                     offset: int = 0) -> list[Experiment]:
     query = select(Experiment).order_by(Experiment.id.desc())
     if probe_id is not None:
         query = query.where(Experiment.probe_id == probe_id)
-    return list(session.exec(query))
+    return list(session.exec(query.offset(offset).limit(limit)))
 
 
 def aggregate_status(statuses: list[str]) -> str:
@@ -149,6 +150,7 @@ def experiment_read(session: Session, experiment: Experiment) -> ExperimentRead:
     caveats = runs.forecast_caveats(probe, experiment.settings)
     return ExperimentRead(
         id=experiment.id, name=experiment.name, probe_id=experiment.probe_id, pool_id=experiment.pool_id,
+        created_by=experiment.created_by,
         budget={"kind": experiment.budget_kind, "value": experiment.budget_value,
                 "cost_per_prompt": experiment.cost_per_prompt},
         n=experiment.n, strategies=experiment.strategies, settings=experiment.settings,

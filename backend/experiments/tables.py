@@ -6,6 +6,7 @@ from typing import Any
 from sqlalchemy import JSON, Column, ForeignKey, Integer
 from sqlmodel import Field, SQLModel
 
+from backend.auth.tables import created_by_field
 from backend.timeutil import utcnow
 
 
@@ -25,3 +26,4 @@ class Experiment(SQLModel, table=True):
     band_low: float | None = None
     band_high: float | None = None
     created_at: datetime = Field(default_factory=utcnow)
+    created_by_id: int | None = created_by_field()

@@ -2,8 +2,10 @@
 
 from sqlmodel import Session, select
 
+from backend.audit.trail import current_draft
 from backend.database import get_or_404
 from backend.errors import AppError
+from backend.jobs import quota
 from backend.jobs.tables import FINISHED, Job, JobEvent, JobStatus
 from backend.timeutil import utcnow
 
@@ -45,8 +47,12 @@ def transition(session: Session, job: Job, to: JobStatus, reason: str, *, error:
     return job
 
 
-def create_job(session: Session, kind: str, total: int = 0, message: str = "waiting for a worker") -> Job:
-    job = Job(kind=kind, progress_total=total, message=message)
+def create_job(session: Session, kind: str, total: int = 0, message: str = "waiting for a worker", *,
+               tokens: int = 0) -> Job:
+    """A queued job of ``tokens`` to generate, within the quota of the user the request acts for (429 if not)."""
+    draft = current_draft()
+    quota.enforce(session, draft.user_id if draft else None, kind, tokens)
+    job = Job(kind=kind, progress_total=total, message=message, work_tokens=tokens)
     session.add(job)
     session.flush()
     session.add(JobEvent(job_id=job.id, from_status=None, to_status=S.queued.value, reason="created"))
@@ -71,8 +77,9 @@ def request_cancel(session: Session, job: Job) -> Job:
     return transition(session, job, S.cancelling, "cancel requested by user")
 
 
-def events(session: Session, job_id: int) -> list[JobEvent]:
-    return list(session.exec(select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.id)))
+def events(session: Session, job_id: int, *, limit: int | None = None, offset: int = 0) -> list[JobEvent]:
+    query = select(JobEvent).where(JobEvent.job_id == job_id).order_by(JobEvent.id)
+    return list(session.exec(query.offset(offset).limit(limit)))
 
 
 def lock_job(session: Session, job_id: int) -> Job:

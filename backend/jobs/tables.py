@@ -2,9 +2,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from sqlalchemy import JSON, Column, ForeignKey, Integer
+from sqlalchemy import JSON, BigInteger, Column, ForeignKey, Integer
 from sqlmodel import Field, SQLModel
 
+from backend.auth.tables import created_by_field
 from backend.timeutil import utcnow
 
 
@@ -31,6 +32,10 @@ class Job(SQLModel, table=True):
     error: str | None = None
     attempts: int = 0
     created_at: datetime = Field(default_factory=utcnow)
+    created_by_id: int | None = created_by_field()
+    work_tokens: int = Field(default=0, sa_column=Column(BigInteger, nullable=False, server_default="0"),
+                             description="Tokens it will generate (probe: prompts x k x max new tokens; run: steps x "
+                                         "batch x completion length), for the user's quota")
     started_at: datetime | None = None
     finished_at: datetime | None = None
     heartbeat_at: datetime | None = None

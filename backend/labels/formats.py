@@ -49,6 +49,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from backend.csv_cells import safe_row, unguard_cell
 from backend.curation.grading import TASK_TYPES, parse_options
 
 ID_KEY = "budgetlab_id"
@@ -219,7 +220,7 @@ def template_csv(rows: Sequence[LabelingRow]) -> bytes:
     writer = csv.writer(buffer)
     writer.writerow(TEMPLATE_COLUMNS)
     for row in rows:
-        writer.writerow((row.external_id, row.prompt, ""))
+        writer.writerow(safe_row((row.external_id, row.prompt, "")))
     return buffer.getvalue().encode("utf-8")
 
 
@@ -543,7 +544,7 @@ def _parse_csv(text: str) -> ParsedLabels:
             header = [cell.strip().lower() for cell in cells]
             _check_columns(set(header), "column", "the first line (the header) has")
             continue
-        rows.append((where, dict(zip(header, cells, strict=False))))
+        rows.append((where, {key: unguard_cell(cell) for key, cell in zip(header, cells, strict=False)}))
     return ParsedLabels(FORMAT_CSV, _row_annotations(rows, "column"))
 
 

@@ -5,7 +5,7 @@ from typing import Annotated
 from fastapi import APIRouter, File, Form, Query, UploadFile
 from fastapi.responses import Response
 
-from backend.auth.dependencies import CurrentToken
+from backend.auth.dependencies import CurrentPrincipal
 from backend.database import SessionDep, WritingSessionDep, get_or_404
 from backend.errors import AppError
 from backend.jobs.dispatch import commit_and_send
@@ -58,7 +58,7 @@ def _record(session, pool: Pool, subset_id: int | None, format: str, count: int,
 
 
 @router.get("/subsets/{subset_id}/labeling-export", response_class=Response, responses=_FILE)
-def export_subset_for_labeling(subset_id: SubsetId, session: WritingSessionDep, token: CurrentToken,
+def export_subset_for_labeling(subset_id: SubsetId, session: WritingSessionDep, token: CurrentPrincipal,
                                format: FileFormat = "label-studio") -> Response:
     """The subset's prompts for annotators, in rank order; recorded as sent for labeling."""
     subset = get_subset(session, subset_id)
@@ -72,7 +72,7 @@ def export_subset_for_labeling(subset_id: SubsetId, session: WritingSessionDep, 
 @router.post("/selections/labeling-export", response_class=Response,
              responses={**_FILE, 404: {"description": "The probe does not exist"},
                         409: {"description": "The probe has not finished"}})
-def export_selection_for_labeling(body: SelectionExport, session: SessionDep, token: CurrentToken) -> Response:
+def export_selection_for_labeling(body: SelectionExport, session: SessionDep, token: CurrentPrincipal) -> Response:
     """The prompts a planner preview picks, without freezing a subset first."""
     selection = compute_selection(session, body)
     pool = get_or_404(session, Pool, selection.probe.pool_id)
@@ -84,7 +84,7 @@ def export_selection_for_labeling(body: SelectionExport, session: SessionDep, to
 
 @router.post("/pools/{pool_id}/labels", responses={422: {"description": "The file cannot be used; nothing changed"},
                                                    409: {"description": "A probe of the pool is running"}})
-def import_labels(pool_id: PoolId, session: SessionDep, token: CurrentToken,
+def import_labels(pool_id: PoolId, session: SessionDep, token: CurrentPrincipal,
                   file: Annotated[UploadFile, File(description="A Label Studio JSON export, an Argilla export, "
                                                                "or CSV/JSONL with id and answer")],
                   dry_run: Annotated[bool, Form(description="Report what would change; change nothing")] = False,
@@ -124,7 +124,7 @@ def get_label_set(label_set_id: LabelSetId, session: SessionDep) -> LabelSetRead
 
 @router.post("/label-sets/{label_set_id}/undo", responses={409: {"description": "Already undone, or probing"}})
 def undo_label_set(label_set_id: LabelSetId, session: SessionDep,
-                   token: CurrentToken) -> LabelImportRead:
+                   token: CurrentPrincipal) -> LabelImportRead:
     """Put back the answers this import replaced (history is kept; a later import's answers stay)."""
     label_set = service.get_label_set(session, label_set_id)
     outcome = service.undo(session, label_set, token.name)
@@ -134,7 +134,7 @@ def undo_label_set(label_set_id: LabelSetId, session: SessionDep,
 
 
 @router.post("/pools/{pool_id}/regrade", responses={409: {"description": "A probe of the pool is running"}})
-def regrade_pool(pool_id: PoolId, session: SessionDep, token: CurrentToken) -> LabelImportRead:
+def regrade_pool(pool_id: PoolId, session: SessionDep, token: CurrentPrincipal) -> LabelImportRead:
     """Re-grade every stored sample of the pool's probes against its answers now (after a re-grading job
     failed or could not be queued): inline when small, else a job (`report.regrade_job_id`)."""
     outcome = service.regrade_all(session, get_or_404(session, Pool, pool_id), token.name)
@@ -161,7 +161,7 @@ def get_label_studio(session: SessionDep) -> LabelStudioRead:
 
 
 @router.put("/label-studio", responses={422: {"description": "The server refused the key or cannot be reached"}})
-def save_label_studio(body: LabelStudioSave, session: SessionDep, token: CurrentToken) -> LabelStudioRead:
+def save_label_studio(body: LabelStudioSave, session: SessionDep, token: CurrentPrincipal) -> LabelStudioRead:
     """Check the server and key, then keep them on the server."""
     saved = connection.save_connection(session, body.url, body.api_key, token.name)
     return LabelStudioRead(**connection.connection_read(saved))
@@ -183,13 +183,13 @@ def _label_job(session, subset_id: int, action: str, token) -> JobRead:
 
 @router.post("/subsets/{subset_id}/label-studio/push", status_code=202,
              responses={409: {"description": "No Label Studio server is configured"}})
-def push_to_label_studio(subset_id: SubsetId, session: SessionDep, token: CurrentToken) -> JobRead:
+def push_to_label_studio(subset_id: SubsetId, session: SessionDep, token: CurrentPrincipal) -> JobRead:
     """Create a Label Studio project with the fitting config and import the subset's prompts (a job)."""
     return _label_job(session, subset_id, "push", token)
 
 
 @router.post("/subsets/{subset_id}/label-studio/pull", status_code=202,
              responses={409: {"description": "No Label Studio server is configured"}})
-def pull_from_label_studio(subset_id: SubsetId, session: SessionDep, token: CurrentToken) -> JobRead:
+def pull_from_label_studio(subset_id: SubsetId, session: SessionDep, token: CurrentPrincipal) -> JobRead:
     """Fetch the finished annotations of the subset's latest project and import them as a label set (a job)."""
     return _label_job(session, subset_id, "pull", token)

@@ -10,6 +10,7 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, Column, ForeignKey, Index, Integer, Text
 from sqlmodel import Field, SQLModel
 
+from backend.auth.tables import created_by_field
 from backend.timeutil import utcnow
 
 _BIGINT = BigInteger().with_variant(Integer, "sqlite")
@@ -27,6 +28,7 @@ class LabelSet(SQLModel, table=True):
     changed_count: int = Field(default=0, description="Of those, prompts that had another answer before")
     report: dict[str, Any] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     created_at: datetime = Field(default_factory=utcnow)
+    created_by_id: int | None = created_by_field()
     undone_at: datetime | None = None
     undone_by: str | None = None
 

@@ -30,7 +30,7 @@ from starlette.requests import ClientDisconnect
 
 from backend.database import DeferredSessionDep, SessionDep
 from backend.errors import AppError
-from backend.params import INT64_MAX, PathId, QueryId
+from backend.params import INT64_MAX, Limit, Offset, PathId, QueryId
 from backend.pools import service
 from backend.pools.ingest import EXTENSIONS, FORMATS, IngestError, resolve_format
 from backend.pools.presets import PRESETS, resolve_upload_options
@@ -365,8 +365,8 @@ async def upload_pool(request: Request, session: DeferredSessionDep) -> PoolImpo
 
 
 @router.get("/pools", summary="All pools, newest first")
-def list_pools(session: SessionDep) -> list[PoolRead]:
-    return [PoolRead.model_validate(pool) for pool in service.list_pools(session)]
+def list_pools(session: SessionDep, limit: Limit = 100, offset: Offset = 0) -> list[PoolRead]:
+    return [PoolRead.model_validate(pool) for pool in service.list_pools(session, limit=limit, offset=offset)]
 
 
 @router.get("/pools/presets", summary="Upload presets and supported formats")

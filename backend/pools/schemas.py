@@ -13,6 +13,8 @@ PromptOrder = Literal["position", "difficulty", "-difficulty"]
 class PoolRead(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
+    created_by: str | None = Field(None, description="The name of the user who created it (None: the system, "
+                                                      "or before users existed)")
     id: int
     name: str
     task_type: str = Field(description="numeric, math, choice or exact: how answers are graded")

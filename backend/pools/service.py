@@ -326,8 +326,8 @@ def create_demo_pool(session: Session, *, count: int = DEMO_COUNT, seed: int = D
 # --- reading ------------------------------------------------------------------------------------------
 
 
-def list_pools(session: Session) -> list[Pool]:
-    return list(session.exec(select(Pool).order_by(Pool.id.desc())))
+def list_pools(session: Session, *, limit: int | None = None, offset: int = 0) -> list[Pool]:
+    return list(session.exec(select(Pool).order_by(Pool.id.desc()).offset(offset).limit(limit)))
 
 
 def get_pool(session: Session, pool_id: int) -> Pool:

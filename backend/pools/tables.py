@@ -3,6 +3,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, Column, ForeignKey, Index, Integer, Text, UniqueConstraint
 from sqlmodel import Field, SQLModel
 
+from backend.auth.tables import created_by_field
 from backend.timeutil import utcnow
 
 
@@ -16,6 +17,7 @@ class Pool(SQLModel, table=True):
     source_format: str | None = None
     cost_per_label: float | None = Field(default=None, description="What one label costs, for money spent")
     created_at: datetime = Field(default_factory=utcnow)
+    created_by_id: int | None = created_by_field()
 
 
 class Prompt(SQLModel, table=True):

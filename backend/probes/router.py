@@ -6,7 +6,7 @@ from backend.charts import difficulty_histogram
 from backend.curation.histogram import histogram, summary
 from backend.database import SessionDep
 from backend.jobs.dispatch import commit_and_send
-from backend.params import PathId, QueryId
+from backend.params import Limit, Offset, PathId, QueryId
 from backend.pools.tables import Pool, Prompt
 from backend.probes import service
 from backend.probes.schemas import (
@@ -38,8 +38,9 @@ def create_probe(body: ProbeCreate, session: SessionDep) -> ProbeRead:
 
 @router.get("/probes")
 def list_probes(session: SessionDep,
-                pool_id: QueryId(Pool, "Pool", "Only the probes of this pool") = None) -> list[ProbeRead]:
-    return [service.probe_read(session, p) for p in service.list_probes(session, pool_id)]
+                pool_id: QueryId(Pool, "Pool", "Only the probes of this pool") = None,
+                limit: Limit = 100, offset: Offset = 0) -> list[ProbeRead]:
+    return [service.probe_read(session, p) for p in service.list_probes(session, pool_id, limit=limit, offset=offset)]
 
 
 @router.get("/probes/presets")

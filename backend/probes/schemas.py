@@ -98,6 +98,8 @@ class ProbeCreate(BaseModel):
 
 
 class ProbeRead(BaseModel):
+    created_by: str | None = Field(None, description="The name of the user who created it (None: the system, "
+                                                      "or before users existed)")
     id: int
     pool_id: int
     job_id: int

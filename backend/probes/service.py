@@ -87,7 +87,8 @@ def create_probe(session: Session, body: ProbeCreate, shard_size: int, *, prompt
     template = template_for(pool, body.template)
     rule = stop_rule(pool, body, body.adaptive) if body.adaptive is not None else None
     # an adaptive probe's progress is in samples, up to k of every prompt (worker.probing._progress)
-    job = create_job(session, "probe", total=prompt_count * body.k if rule else prompt_count)
+    job = create_job(session, "probe", total=prompt_count * body.k if rule else prompt_count,
+                     tokens=prompt_count * body.k * body.max_new_tokens)
     probe = Probe(pool_id=pool.id, job_id=job.id, model=model, k=body.k, temperature=body.temperature,
                   max_new_tokens=body.max_new_tokens, template=template,
                   chat_template_options=body.chat_template_options, grading_policy=body.grading_policy, seed=body.seed,
@@ -120,15 +121,15 @@ def probe_read(session: Session, probe: Probe) -> ProbeRead:
     saved = (1.0 - probe.samples_drawn / (probe.prompt_count * probe.k)
              if probe.adaptive is not None and probe.samples_drawn is not None else None)
     link = session.get(AdapterProbe, probe.id)
-    return ProbeRead(**probe.model_dump(), graded_prompts=graded, samples_saved=saved,
+    return ProbeRead(**probe.model_dump(), created_by=probe.created_by, graded_prompts=graded, samples_saved=saved,
                      adapter_run_id=link.run_id if link else None, job=JobRead.of(job))
 
 
-def list_probes(session: Session, pool_id: int | None) -> list[Probe]:
+def list_probes(session: Session, pool_id: int | None, *, limit: int | None = None, offset: int = 0) -> list[Probe]:
     query = select(Probe).order_by(Probe.id.desc())
     if pool_id is not None:
         query = query.where(Probe.pool_id == pool_id)
-    return list(session.exec(query))
+    return list(session.exec(query.offset(offset).limit(limit)))
 
 
 def require_scores(session: Session, probe: Probe) -> bool:

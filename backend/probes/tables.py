@@ -4,6 +4,7 @@ from typing import Any
 from sqlalchemy import JSON, BigInteger, Boolean, Column, Float, ForeignKey, Index, Integer, String, Text
 from sqlmodel import Field, SQLModel
 
+from backend.auth.tables import created_by_field
 from backend.timeutil import utcnow
 
 _BIGINT = BigInteger().with_variant(Integer, "sqlite")
@@ -39,6 +40,7 @@ class Probe(SQLModel, table=True):
     # A trained run's LoRA adapter applied to the model (a re-probe, backend.runs.reprobe); None: the model itself.
     adapter_path: str | None = Field(default=None, sa_column=Column(Text))
     created_at: datetime = Field(default_factory=utcnow)
+    created_by_id: int | None = created_by_field()
 
 
 class ProbeShard(SQLModel, table=True):

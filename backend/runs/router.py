@@ -11,7 +11,7 @@ from backend.database import SessionDep
 from backend.errors import AppError
 from backend.experiments.tables import Experiment
 from backend.jobs.dispatch import commit_and_send
-from backend.params import PathId, QueryId
+from backend.params import Limit, Offset, PathId, QueryId
 from backend.runs import service
 from backend.runs.downloads import adapter_zip, metrics_csv, trl_config
 from backend.runs.figures import FIGURE_KEYS, run_figures
@@ -45,9 +45,9 @@ def create_run(body: RunCreate, session: SessionDep) -> RunRead:
 
 @router.get("/runs")
 def list_runs(session: SessionDep, experiment_id: QueryId(Experiment, "Experiment") = None,
-              subset_id: QueryId(Subset, "Subset") = None) -> list[RunRead]:
+              subset_id: QueryId(Subset, "Subset") = None, limit: Limit = 100, offset: Offset = 0) -> list[RunRead]:
     return [RunRead.of(session, run) for run in service.list_runs(session, experiment_id=experiment_id,
-                                                                  subset_id=subset_id)]
+                                                                  subset_id=subset_id, limit=limit, offset=offset)]
 
 
 @router.get("/runs/{run_id}")

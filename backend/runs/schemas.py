@@ -22,6 +22,8 @@ class RunCreate(BaseModel):
 
 
 class RunRead(BaseModel):
+    created_by: str | None = Field(None, description="The name of the user who created it (None: the system, "
+                                                      "or before users existed)")
     id: int
     subset_id: int
     subset_name: str | None
@@ -52,7 +54,8 @@ class RunRead(BaseModel):
         subset = session.get(Subset, run.subset_id)
         probe = session.get(Probe, subset.probe_id) if subset else None
         caveats = forecast_caveats(probe, run.settings)
-        return cls(id=run.id, subset_id=run.subset_id, subset_name=subset.name if subset else None,
+        return cls(id=run.id, created_by=run.created_by, subset_id=run.subset_id,
+                   subset_name=subset.name if subset else None,
                    experiment_id=run.experiment_id, strategy=subset.strategy if subset else None, model=run.model,
                    probe_id=probe.id if probe else None, probe_model=probe.model if probe else None,
                    grading_policy=run.settings.get("grading_policy") or (probe.grading_policy if probe else None),

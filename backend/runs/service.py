@@ -104,7 +104,8 @@ def create_run(session: Session, subset_id: int, settings: dict[str, Any] | Trai
     parsed = settings if isinstance(settings, TrainingSettings) else resolve_settings(
         preset, settings, session.get(Probe, subset.probe_id), allow_other_model=allow_other_model)
     check_training_pools(session, subset, parsed)
-    job = create_job(session, TRAIN.name, total=parsed.max_steps)
+    job = create_job(session, TRAIN.name, total=parsed.max_steps,
+                     tokens=parsed.max_steps * parsed.batch_size * parsed.max_completion_length)
     run = Run(subset_id=subset.id, job_id=job.id, experiment_id=experiment_id, model=parsed.model,
               settings=parsed.model_dump(mode="json"), seed=parsed.seed, eval_pool_id=parsed.eval_pool_id)
     session.add(run)
@@ -117,13 +118,14 @@ def get_run(session: Session, run_id: int) -> Run:
     return get_or_404(session, Run, run_id)
 
 
-def list_runs(session: Session, *, experiment_id: int | None = None, subset_id: int | None = None) -> list[Run]:
+def list_runs(session: Session, *, experiment_id: int | None = None, subset_id: int | None = None,
+              limit: int | None = None, offset: int = 0) -> list[Run]:
     query = select(Run).order_by(Run.id.desc())
     if experiment_id is not None:
         query = query.where(Run.experiment_id == experiment_id)
     if subset_id is not None:
         query = query.where(Run.subset_id == subset_id)
-    return list(session.exec(query))
+    return list(session.exec(query.offset(offset).limit(limit)))
 
 
 def run_job(session: Session, run: Run) -> Job:

@@ -6,6 +6,7 @@ from typing import Any
 from sqlalchemy import JSON, Column, Float, ForeignKey, Integer, String, Text
 from sqlmodel import Field, SQLModel
 
+from backend.auth.tables import created_by_field
 from backend.experiments.tables import Experiment  # noqa: F401  (run.experiment_id's target table)
 from backend.timeutil import utcnow
 
@@ -31,6 +32,7 @@ class Run(SQLModel, table=True):
                                                    "probe's template and chat-template options)")
     library_versions: dict[str, str] = Field(default_factory=dict, sa_column=Column(JSON, nullable=False))
     created_at: datetime = Field(default_factory=utcnow)
+    created_by_id: int | None = created_by_field()
 
 
 class RunMetric(SQLModel, table=True):

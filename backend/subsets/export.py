@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from sqlmodel import Session, select
 
+from backend.csv_cells import safe_cell
 from backend.pools.tables import Prompt
 from backend.probes.tables import PromptScore
 from backend.subsets.tables import Subset, SubsetMember
@@ -47,7 +48,7 @@ def csv_chunks(batches: Iterator[list[dict]]) -> Iterator[bytes]:
     writer = csv.DictWriter(buffer, fieldnames=COLUMNS)
     writer.writeheader()
     for batch in batches:
-        writer.writerows(batch)
+        writer.writerows({key: safe_cell(value) for key, value in row.items()} for row in batch)
         yield buffer.getvalue().encode()
         buffer.seek(0)
         buffer.truncate()

@@ -5,7 +5,7 @@ from fastapi import APIRouter, BackgroundTasks
 from fastapi.responses import FileResponse, Response, StreamingResponse
 
 from backend.database import SessionDep, session_scope
-from backend.params import PathId, QueryId
+from backend.params import Limit, Offset, PathId, QueryId
 from backend.probes.tables import Probe
 from backend.subsets import export, service
 from backend.subsets.schemas import SelectionPreview, SelectionRequest, SubsetCreate, SubsetRead
@@ -30,8 +30,10 @@ def freeze_subset(body: SubsetCreate, session: SessionDep) -> SubsetRead:
 
 @router.get("/subsets")
 def list_subsets(session: SessionDep,
-                 probe_id: QueryId(Probe, "Probe", "Only the subsets of this probe") = None) -> list[SubsetRead]:
-    return [service.subset_read(session, s) for s in service.list_subsets(session, probe_id)]
+                 probe_id: QueryId(Probe, "Probe", "Only the subsets of this probe") = None,
+                 limit: Limit = 100, offset: Offset = 0) -> list[SubsetRead]:
+    return [service.subset_read(session, s)
+            for s in service.list_subsets(session, probe_id, limit=limit, offset=offset)]
 
 
 @router.get("/subsets/{subset_id}")

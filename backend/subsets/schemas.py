@@ -94,6 +94,8 @@ class SelectionPreview(BaseModel):
 
 
 class SubsetRead(BaseModel):
+    created_by: str | None = Field(None, description="The name of the user who created it (None: the system, "
+                                                      "or before users existed)")
     id: int
     name: str
     probe_id: int

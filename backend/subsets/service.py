@@ -200,7 +200,8 @@ def freeze(session: Session, req: SubsetCreate) -> Subset:
 def subset_read(session: Session, subset: Subset) -> SubsetRead:
     """A subset as the API shows it, with the basis of its difficulty (pass rate or agreement)."""
     probe = session.get(Probe, subset.probe_id)
-    return SubsetRead.model_validate({**subset.model_dump(), "difficulty_basis": _basis(probe)})
+    return SubsetRead.model_validate({**subset.model_dump(), "difficulty_basis": _basis(probe),
+                                      "created_by": subset.created_by})
 
 
 def unlabeled_members(session: Session, subset: Subset) -> int:
@@ -213,8 +214,9 @@ def get_subset(session: Session, subset_id: int) -> Subset:
     return get_or_404(session, Subset, subset_id)
 
 
-def list_subsets(session: Session, probe_id: int | None) -> list[Subset]:
+def list_subsets(session: Session, probe_id: int | None, *, limit: int | None = None,
+                 offset: int = 0) -> list[Subset]:
     query = select(Subset).order_by(Subset.id.desc())
     if probe_id is not None:
         query = query.where(Subset.probe_id == probe_id)
-    return list(session.exec(query))
+    return list(session.exec(query.offset(offset).limit(limit)))

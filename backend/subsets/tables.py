@@ -3,6 +3,7 @@ from datetime import datetime
 from sqlalchemy import BigInteger, Column, ForeignKey, Integer
 from sqlmodel import Field, SQLModel
 
+from backend.auth.tables import created_by_field
 from backend.timeutil import utcnow
 
 
@@ -30,6 +31,7 @@ class Subset(SQLModel, table=True):
     predicted_learnable_share_high: float | None = None
     mean_pass_rate: float | None = None
     created_at: datetime = Field(default_factory=utcnow)
+    created_by_id: int | None = created_by_field()
 
 
 class SubsetMember(SQLModel, table=True):

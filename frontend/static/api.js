@@ -1,14 +1,18 @@
-// Every call carries `Authorization: Bearer <token>` from localStorage; a 401 sends the user to
-// the sign-in page with the server's message. Every API error is an RFC 9457 problem
-// (application/problem+json): its `detail` is the sentence to show; `errors` (validation) and
-// `details` (structured extras) stay on ApiError.body for pages that want them.
+// The browser signs in with a name and password: the server sets an HttpOnly session cookie (never visible to
+// this code) and hands over a CSRF token, which every state-changing call sends as X-CSRF-Token. A 401 sends
+// the user to the sign-in page with the server's message. Every API error is an RFC 9457 problem
+// (application/problem+json): its `detail` is the sentence to show; `errors` (validation) and `details`
+// (structured extras) stay on ApiError.body for pages that want them.
 
-const TOKEN_KEY = "budgetlab.token";
 const RETURN_KEY = "budgetlab.returnTo";
+const ROLES = ["viewer", "manager", "admin"];
+const UNSAFE = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
-export const getToken = () => localStorage.getItem(TOKEN_KEY) || "";
-export const setToken = (token) => localStorage.setItem(TOKEN_KEY, token);
-export const clearToken = () => localStorage.removeItem(TOKEN_KEY);
+let current = null;  // { user_id, name, role, via, csrf_token } while signed in
+
+export const currentUser = () => current;
+// Whether the signed-in user's role includes `role` (viewer < manager < admin).
+export const can = (role) => Boolean(current) && ROLES.indexOf(current.role) >= ROLES.indexOf(role);
 
 export function takeReturnTo() {
   const target = sessionStorage.getItem(RETURN_KEY);
@@ -39,8 +43,9 @@ function detailOf(body, response) {
   return `${response.status} ${response.statusText || "request failed"}`;
 }
 
-async function send(path, { method = "GET", json, form, token } = {}) {
-  const headers = { Authorization: `Bearer ${token ?? getToken()}` };
+async function send(path, { method = "GET", json, form } = {}) {
+  const headers = {};
+  if (UNSAFE.has(method) && current?.csrf_token) headers["X-CSRF-Token"] = current.csrf_token;
   let body;
   if (json !== undefined) {
     headers["Content-Type"] = "application/json";
@@ -49,7 +54,7 @@ async function send(path, { method = "GET", json, form, token } = {}) {
     body = form;  // the browser sets the multipart boundary
   }
   try {
-    return await fetch(path, { method, headers, body });
+    return await fetch(path, { method, headers, body, credentials: "same-origin" });
   } catch (err) {
     throw new ApiError(0, `Cannot reach the server (${err.message}). Is it running?`);
   }
@@ -64,6 +69,7 @@ async function failure(response, redirectOn401) {
   }
   const error = new ApiError(response.status, detailOf(parsed, response), parsed);
   if (response.status === 401 && redirectOn401) {
+    current = null;
     signinMessage = error.message;
     const here = location.hash;
     if (!here.startsWith("#/signin")) {
@@ -75,12 +81,37 @@ async function failure(response, redirectOn401) {
   return error;
 }
 
-export async function api(path, { method = "GET", json, form, token, redirectOn401 = true } = {}) {
-  const response = await send(path, { method, json, form, token });
+export async function api(path, { method = "GET", json, form, redirectOn401 = true } = {}) {
+  const response = await send(path, { method, json, form });
   if (!response.ok) throw await failure(response, redirectOn401);
   if (response.status === 204) return null;
   const type = response.headers.get("content-type") || "";
   return type.includes("json") ? response.json() : response.text();
+}
+
+// Who is signed in (from the session cookie), or null; called once when the app starts.
+export async function loadSession() {
+  try {
+    current = await api("/api/session", { redirectOn401: false });
+  } catch (err) {
+    if (err.status !== 401) throw err;
+    current = null;
+  }
+  return current;
+}
+
+export async function signIn(name, password) {
+  current = await api("/api/session", { method: "POST", json: { name, password }, redirectOn401: false });
+  return current;
+}
+
+// Ends the session on the server (its cookie stops working), then forgets it here.
+export async function signOut() {
+  try {
+    if (current) await api("/api/session", { method: "DELETE", redirectOn401: false });
+  } finally {
+    current = null;
+  }
 }
 
 export function filenameFrom(disposition) {
@@ -97,7 +128,7 @@ export function filenameFrom(disposition) {
   return plain ? plain[1].trim() : null;
 }
 
-// File download through fetch (so the Authorization header goes along) → Blob → object URL click.
+// File download through fetch (so the session and CSRF headers go along) → Blob → object URL click.
 // `options` as for send(), e.g. a POST with a JSON body.
 export async function download(path, fallbackName = "download", options = {}) {
   const response = await send(path, options);

@@ -1,5 +1,5 @@
 // Budgetlab browser frontend: a hash-routed single page, plain ES modules, no build step.
-import { clearToken, getToken } from "./api.js";
+import { currentUser, loadSession, signOut } from "./api.js";
 import { h } from "./dom.js";
 import { clearError, clearNotice } from "./ui.js";
 import { renderSignin } from "./pages/signin.js";
@@ -10,6 +10,8 @@ import { renderSubset } from "./pages/subset.js";
 import { renderExperiments } from "./pages/experiments.js";
 import { renderExperiment } from "./pages/experiment.js";
 import { renderRun } from "./pages/run.js";
+import { renderAdmin } from "./pages/admin.js";
+import { renderTokens } from "./pages/tokens.js";
 import { watchWorkers } from "./worker_banner.js";
 
 const routes = [
@@ -21,6 +23,8 @@ const routes = [
   { pattern: /^#\/experiments$/, nav: "experiments", render: renderExperiments },
   { pattern: /^#\/experiments\/(\d+)$/, nav: "experiments", render: renderExperiment },
   { pattern: /^#\/runs\/(\d+)$/, nav: "experiments", render: renderRun },
+  { pattern: /^#\/tokens$/, nav: "tokens", render: renderTokens },
+  { pattern: /^#\/admin$/, nav: "admin", render: renderAdmin },
 ];
 
 let current = null;  // { alive, cleanups }
@@ -69,9 +73,12 @@ function updateChrome(activeNav) {
   for (const link of document.querySelectorAll("#nav a")) {
     link.classList.toggle("active", link.dataset.nav === activeNav);
   }
-  const signedIn = Boolean(getToken());
-  document.getElementById("auth-state").textContent = signedIn ? "Signed in with a token" : "Not signed in";
-  document.getElementById("signout-button").hidden = !signedIn;
+  // The role on <body> hides what it cannot do (app.css: [data-needs]); the server refuses it anyway.
+  const user = currentUser();
+  document.body.dataset.role = user ? user.role : "";
+  document.getElementById("auth-state").textContent = user ? `${user.name} · ${user.role}` : "Not signed in";
+  document.getElementById("signout-button").hidden = !user;
+  document.getElementById("nav-tokens").hidden = !user;
 }
 
 function route() {
@@ -86,11 +93,11 @@ function route() {
 
   const hash = location.hash;
   if (!hash || hash === "#" || hash === "#/") {
-    location.replace(getToken() ? "#/pools" : "#/signin");
+    location.replace(currentUser() ? "#/pools" : "#/signin");
     return;
   }
   const match = routes.map((r) => ({ r, m: r.pattern.exec(hash) })).find((x) => x.m);
-  if (match && !match.r.public && !getToken()) {
+  if (match && !match.r.public && !currentUser()) {
     sessionStorage.setItem("budgetlab.returnTo", hash);
     location.replace("#/signin");
     return;
@@ -111,15 +118,20 @@ function route() {
   Promise.resolve(match.r.render(current, ...match.m.slice(1))).catch((err) => console.error(err));
 }
 
-document.getElementById("signout-button").addEventListener("click", () => {
-  clearToken();
+document.getElementById("signout-button").addEventListener("click", async () => {
+  try {
+    await signOut();
+  } catch (err) {
+    console.warn("sign-out", err);  // the session is forgotten here whatever the server said
+  }
   sessionStorage.clear();
   for (const id of ["nav-pool", "nav-planner"]) document.getElementById(id).hidden = true;
   location.hash = "#/signin";
+  route();
 });
 document.getElementById("error-close").addEventListener("click", clearError);
 
 window.addEventListener("hashchange", route);
 restoreContextNav();
 watchWorkers();
-route();
+loadSession().catch((err) => console.warn("session", err)).finally(route);

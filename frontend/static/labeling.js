@@ -150,8 +150,8 @@ export function jobProgress(ctx, { testid, title }) {
 // import that changed answers, and again when its re-grading job ends.
 export function importLabels(ctx, poolId, { onImported } = {}) {
   const file = h("input", { type: "file", "data-testid": "labels-file", id: "labels-file", name: "file", "aria-label": "Labels file" });
-  const check = h("button", { type: "button", class: "btn btn-ghost", "data-testid": "labels-check", id: "labels-check" }, "Check");
-  const submit = h("button", { type: "button", class: "btn btn-primary", "data-testid": "labels-import", id: "labels-import" }, "Import labels");
+  const check = h("button", { type: "button", class: "btn btn-ghost", "data-testid": "labels-check", id: "labels-check", "data-needs": "manager" }, "Check");
+  const submit = h("button", { type: "button", class: "btn btn-primary", "data-testid": "labels-import", id: "labels-import", "data-needs": "manager" }, "Import labels");
   const error = inlineError("labels-error");
   const report = h("div", { "data-testid": "labels-report", id: "labels-report", hidden: true });
   const regrade = jobProgress(ctx, { testid: "labels-regrade", title: "Re-grading the stored samples" });
@@ -276,8 +276,8 @@ export function labelStudioSettings(ctx, { onChange } = {}) {
 
   function show(editing = false) {
     if (connection && connection.configured && !editing) {
-      const change = h("button", { type: "button", class: "btn btn-ghost btn-small", "data-testid": "ls-change" }, "Change");
-      const forget = h("button", { type: "button", class: "btn btn-ghost btn-small btn-danger", "data-testid": "ls-forget" }, "Forget");
+      const change = h("button", { type: "button", class: "btn btn-ghost btn-small", "data-testid": "ls-change", "data-needs": "admin" }, "Change");
+      const forget = h("button", { type: "button", class: "btn btn-ghost btn-small btn-danger", "data-testid": "ls-forget", "data-needs": "admin" }, "Forget");
       change.addEventListener("click", () => show(true));
       forget.addEventListener("click", async () => {
         if (!window.confirm(`Forget the Label Studio server ${connection.url} and its API key?`)) return;
@@ -301,7 +301,7 @@ export function labelStudioSettings(ctx, { onChange } = {}) {
     }
     const url = h("input", { type: "text", "data-testid": "ls-url", id: "ls-url", placeholder: "http://localhost:8080", value: connection && connection.url ? connection.url : "", spellcheck: "false" });
     const key = h("input", { type: "password", "data-testid": "ls-api-key", id: "ls-api-key", autocomplete: "off", placeholder: "Account & Settings → Access token" });
-    const save = h("button", { type: "submit", class: "btn btn-primary", "data-testid": "ls-save" }, "Check and save");
+    const save = h("button", { type: "submit", class: "btn btn-primary", "data-testid": "ls-save", "data-needs": "admin" }, "Check and save");
     const cancel = editing && h("button", { type: "button", class: "btn btn-ghost", "data-testid": "ls-cancel", onclick: () => show(false) }, "Cancel");
     const error = inlineError("ls-settings-error");
     const form = h("form", { class: "stack" },

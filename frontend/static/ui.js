@@ -65,8 +65,9 @@ export const fmt = {
   },
 };
 
-export function card(title, { id, actions, subtitle, cls } = {}, ...body) {
-  return h("section", { class: `card ${cls || ""}`.trim(), id },
+// `needs`: the role the card's actions need ("manager", "admin"): hidden for narrower roles (app.css).
+export function card(title, { id, actions, subtitle, cls, needs } = {}, ...body) {
+  return h("section", { class: `card ${cls || ""}`.trim(), id, "data-needs": needs },
     (title || actions) && h("header", { class: "card-head" },
       h("div", null, title && h("h2", null, title), subtitle && h("p", { class: "card-sub" }, subtitle)),
       actions && h("div", { class: "card-actions" }, actions)),

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ADMIN_TOKEN, ROOT
+from tests.conftest import ADMIN_PASSWORD, ADMIN_TOKEN, ROOT
 
 try:
     from playwright.sync_api import Page, expect, sync_playwright
@@ -42,11 +42,11 @@ def server(service_env, tmp_path_factory) -> Iterator[str]:
     """uvicorn serving the real app on a free port, with the session's Postgres + Redis.
 
     Tests that run a probe also ask for the `worker` fixture (a real Celery worker)."""
-    from backend.auth.service import ensure_admin_token
+    from backend.auth.service import ensure_first_admin
     from backend.database import session_scope
 
     with session_scope() as session:
-        ensure_admin_token(session, ADMIN_TOKEN)
+        ensure_first_admin(session, ADMIN_TOKEN, ADMIN_PASSWORD)
 
     port = free_port()
     env = {**os.environ, **service_env}
@@ -112,12 +112,13 @@ def page(browser, server) -> Iterator[Page]:
     context.close()
 
 
-def sign_in(page: Page, server: str) -> None:
+def sign_in(page: Page, server: str, name: str = "admin", password: str = ADMIN_PASSWORD) -> None:
     page.goto(f"{server}/#/signin")
-    page.fill("#token-input", ADMIN_TOKEN)
+    page.fill("#signin-name", name)
+    page.fill("#signin-password", password)
     page.click("#signin-button")
     page.wait_for_url("**/#/pools")
-    expect(page.locator("#demo-button")).to_be_visible()
+    expect(page.locator("#auth-state")).to_contain_text(name)
 
 
 def create_demo_pool(page: Page, button: str = "#demo-button") -> dict:

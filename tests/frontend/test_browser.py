@@ -32,19 +32,22 @@ def forecast_text(row: dict) -> str:
     return f"{share:.1f}% {low:.0f}%–{high:.0f}%"
 
 
-def test_wrong_token_shows_the_error(page: Page, server: str) -> None:
+def test_a_wrong_password_shows_the_error_and_pages_need_a_session(page: Page, server: str) -> None:
     page.goto(f"{server}/#/signin")
-    page.fill("#token-input", "not-a-real-token")
+    page.fill("#signin-name", "admin")
+    page.fill("#signin-password", "not the password")
     page.click("#signin-button")
     expect(page.locator("#error-box")).to_be_visible()
-    expect(page.locator("#error-text")).to_contain_text("Unknown API token")
+    expect(page.locator("#error-text")).to_contain_text("Sign-in failed")
     assert page.url.endswith("#/signin")
 
-    # A page that needs a token, opened with a bad one, lands on sign-in with the server's message.
-    page.evaluate("localStorage.setItem('budgetlab.token', 'still-wrong')")
+    # A page that needs a session, opened with a forged cookie, lands on sign-in with the server's message.
+    page.context.add_cookies([{"name": "budgetlab_session", "value": "forged", "url": server, "httpOnly": True}])
     page.goto(f"{server}/#/pools")
     page.wait_for_url("**/#/signin")
-    expect(page.locator("#error-text")).to_contain_text("Unknown API token")
+    page.goto(f"{server}/#/experiments")
+    page.wait_for_url("**/#/signin")
+    assert page.evaluate("localStorage.length") == 0  # no credential is kept where scripts can read it
     assert problems_other_than_expected_401(page) == []
 
 

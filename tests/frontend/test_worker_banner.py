@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from tests.conftest import (
+    ADMIN_PASSWORD,
     ADMIN_TOKEN,
     ROOT,
     create_pg_database,
@@ -31,14 +32,14 @@ pytestmark = needs_chromium
 def own_env(service_env):
     from sqlmodel import Session
 
-    from backend.auth.service import ensure_admin_token
+    from backend.auth.service import ensure_first_admin
     from backend.database import make_engine
 
     name, url = create_pg_database()
     upgrade_head(url)
     engine = make_engine(url.replace("postgresql://", "postgresql+psycopg://"))
     with Session(engine) as session:
-        ensure_admin_token(session, ADMIN_TOKEN)
+        ensure_first_admin(session, ADMIN_TOKEN, ADMIN_PASSWORD)
         session.commit()
     engine.dispose()
     yield {**service_env, "DATABASE_URL": url, "BUDGETLAB_BROKER_PREFIX": f"banner-{uuid.uuid4().hex[:8]}:",

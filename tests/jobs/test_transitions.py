@@ -43,7 +43,7 @@ def test_unauthenticated_requests_are_401_except_health(client):
     for path in ("/api/jobs", "/api/pools", "/api/models", "/api/subsets"):
         assert client.get(path, headers=anonymous).status_code == 401, path
         response = client.get(path, headers={"Authorization": "Bearer wrong-token"})
-        assert response.status_code == 401 and "Unknown API token" in response.json()["detail"]
+        assert response.status_code == 401 and "Invalid credentials" in response.json()["detail"]
 
 
 def test_cancel_unknown_job_is_404(client):

@@ -15,7 +15,7 @@ export async function renderExperiment(ctx, experimentId) {
   const facts = h("div", { class: "facts", id: "experiment-facts" });
   const caveat = h("div", { class: "warning", id: "experiment-forecast-caveat", "data-testid": "experiment-forecast-caveat", hidden: true });
   const status = h("span", { id: "experiment-status", "data-testid": "experiment-status", "data-status": "" });
-  const cancel = h("button", { type: "button", id: "experiment-cancel", "data-testid": "experiment-cancel", class: "btn btn-ghost btn-small btn-danger", hidden: true }, "Cancel all runs");
+  const cancel = h("button", { type: "button", id: "experiment-cancel", "data-testid": "experiment-cancel", "data-needs": "manager", class: "btn btn-ghost btn-small btn-danger", hidden: true }, "Cancel all runs");
   const runsBox = h("div", { id: "experiment-runs-box" }, emptyState("Loading runs…"));
   const r2 = h("p", { id: "compare-r2", "data-testid": "compare-r2", class: "fit-line" }, "–");
   const plots = {
@@ -24,7 +24,7 @@ export async function renderExperiment(ctx, experimentId) {
     scatter: h("div", { id: "compare-scatter", "data-testid": "compare-scatter", class: "plot plot-small" }),
   };
   const tableBox = h("div", { id: "compare-table-box" }, emptyState("Loading the comparison…"));
-  const reprobeAll = h("button", { type: "button", id: "experiment-reprobe", "data-testid": "experiment-reprobe", class: "btn btn-primary btn-small", hidden: true }, "Re-probe every run");
+  const reprobeAll = h("button", { type: "button", id: "experiment-reprobe", "data-testid": "experiment-reprobe", "data-needs": "manager", class: "btn btn-primary btn-small", hidden: true }, "Re-probe every run");
   const capacityPlot = h("div", { id: "capacity-plot", "data-testid": "capacity-plot", class: "plot plot-small" });
   const capacityBox = h("div", { id: "capacity-box", "data-testid": "capacity-box" }, emptyState("Re-probe the trained runs to see where each strategy gained."));
 

@@ -134,7 +134,7 @@ export async function renderPlanner(ctx, probeId) {
   const experimentSeeds = h("input", { type: "text", id: "experiment-seeds", "data-testid": "experiment-seeds", placeholder: "e.g. 0, 1, 2" });
   const launchButton = h("button", { type: "button", id: "launch-experiment", "data-testid": "launch-experiment", class: "btn btn-primary" }, "Launch experiment");
   const experimentList = h("div", { id: "probe-experiments" });
-  const launchCard = card("Launch experiment", {
+  const launchCard = card("Launch experiment", { needs: "manager",
     id: "launch-card",
     subtitle: "One subset per strategy at the budget above (band uses its limits), one GRPO run each, compared side by side. "
       + "“Train on this subset” uses the same training settings.",
@@ -151,7 +151,7 @@ export async function renderPlanner(ctx, probeId) {
   // The demo pool's one-click experiment (POST /api/experiments/demo): shown once the pool is known to be it.
   const demoButton = h("button", { type: "button", id: "launch-demo-experiment", "data-testid": "launch-demo-experiment", class: "btn btn-primary" },
     "Run the demo experiment");
-  const demoCard = card("Demo experiment", {
+  const demoCard = card("Demo experiment", { needs: "manager",
     id: "demo-experiment-card",
     subtitle: "hard, easy, random and learnable at the same N = 30, trained with the demo_cpu preset and evaluated on the "
       + "held-out demo pool (created if missing): about 10 minutes on two CPU cores, one seed.",
@@ -180,7 +180,7 @@ export async function renderPlanner(ctx, probeId) {
     h("div", { class: "planner-grid" },
       h("div", { class: "planner-side" },
         card("Budget and strategy", { subtitle: "Every change previews the pick." }, form),
-        card("Freeze this subset", { subtitle: "Save the pick so it can be exported and trained on." },
+        card("Freeze this subset", { needs: "manager", subtitle: "Save the pick so it can be exported and trained on." },
           h("div", { class: "stack" }, field("Subset name", subsetName), h("div", { class: "row" }, freezeButton)),
           frozen),
         card("Send the picks for labeling", {
@@ -386,7 +386,7 @@ export async function renderPlanner(ctx, probeId) {
   }
 
   function trainButton(subset) {
-    const button = h("button", { type: "button", id: "train-subset", "data-testid": "train-subset", class: "btn btn-primary btn-small" }, "Train on this subset");
+    const button = h("button", { type: "button", id: "train-subset", "data-testid": "train-subset", "data-needs": "manager", class: "btn btn-primary btn-small" }, "Train on this subset");
     button.addEventListener("click", async () => {
       button.disabled = true;
       try {

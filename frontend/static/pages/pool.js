@@ -109,7 +109,7 @@ export async function renderPool(ctx, poolId) {
   // ---------- labels panel ----------
   const labelStats = h("div", { class: "stats", id: "labels-stats", "data-testid": "labels-stats" });
   const costInput = h("input", { type: "number", id: "labels-cost", "data-testid": "labels-cost", min: "0", step: "0.01", placeholder: "e.g. 0.50" });
-  const costSave = h("button", { type: "button", class: "btn btn-ghost", id: "labels-cost-save", "data-testid": "labels-cost-save" }, "Save");
+  const costSave = h("button", { type: "button", class: "btn btn-ghost", id: "labels-cost-save", "data-testid": "labels-cost-save", "data-needs": "manager" }, "Save");
   const labelSetsBox = h("div", { id: "label-sets", "data-testid": "label-sets" }, emptyState("Loading…"));
   const exportsBox = h("div", { id: "labeling-exports", "data-testid": "labeling-exports" });
   const subsetsBox = h("div", { id: "pool-subsets", "data-testid": "pool-subsets" }, emptyState("Loading…"));
@@ -140,7 +140,7 @@ export async function renderPool(ctx, poolId) {
       title, facts),
     banner,
     h("div", { class: "grid grid-2 align-start" },
-      card("Probe the model", { subtitle: "Sample k completions per prompt and grade them." }, probeForm),
+      card("Probe the model", { needs: "manager", subtitle: "Sample k completions per prompt and grade them." }, probeForm),
       card("Probe status", { id: "probe-card" }, probePicker, jobBox)),
     difficultyCard,
     labelsCard,
@@ -311,6 +311,7 @@ export async function renderPool(ctx, poolId) {
     const kind = { succeeded: "ok", failed: "bad", cancelled: "muted", cancelling: "warn", running: "info", queued: "muted" }[job.status] || "";
     const cancel = h("button", {
       type: "button", id: "cancel-job", "data-testid": "cancel-job", class: "btn btn-ghost btn-small btn-danger",
+      "data-needs": "manager",
       disabled: job.status === "cancelling",
     }, job.status === "cancelling" ? "Cancelling…" : "Cancel");
     cancel.addEventListener("click", () => cancelJob(job, cancel));
@@ -664,6 +665,7 @@ export async function renderPool(ctx, poolId) {
       onclick: () => { reportRow.hidden = !reportRow.hidden; } }, "Report");
     const undo = !set.undone_at && h("button", {
       type: "button", class: "btn btn-ghost btn-small btn-danger", "data-testid": `label-set-undo-${set.id}`,
+      "data-needs": "manager",
     }, "Undo");
     if (undo) undo.addEventListener("click", () => undoLabelSet(set, undo));
     return [h("tr", { "data-label-set-id": set.id, class: set.undone_at ? "undone" : null },

@@ -1,4 +1,4 @@
-import { api } from "../api.js";
+import { api, can, currentUser } from "../api.js";
 import { h, replace } from "../dom.js";
 import { badge, card, emptyState, field, fmt, notify, reportError, select } from "../ui.js";
 
@@ -14,9 +14,9 @@ const TASK_TYPES = [["auto", "auto (from the preset or answers)"], ["numeric", "
 
 export function renderPools(ctx) {
   const list = h("div", { id: "pool-list" }, emptyState("Loading pools…"));
-  const demoButton = h("button", { type: "button", id: "demo-button", "data-testid": "demo-button", class: "btn btn-primary" }, "Create demo pool");
+  const demoButton = h("button", { type: "button", id: "demo-button", "data-testid": "demo-button", "data-needs": "manager", class: "btn btn-primary" }, "Create demo pool");
   // A second, disjoint set of demo problems to evaluate training runs on.
-  const heldOutButton = h("button", { type: "button", id: "demo-heldout-button", "data-testid": "demo-heldout-button", class: "btn btn-ghost" }, "Add held-out demo pool");
+  const heldOutButton = h("button", { type: "button", id: "demo-heldout-button", "data-testid": "demo-heldout-button", "data-needs": "manager", class: "btn btn-ghost" }, "Add held-out demo pool");
 
   async function refresh() {
     try {
@@ -51,8 +51,9 @@ export function renderPools(ctx) {
         h("td", null, pool.has_answers ? badge("gold answers", "ok") : badge("label-free", "warn")),
         h("td", { class: "num" }, fmt.int(pool.prompt_count)),
         h("td", { class: "muted" }, pool.source_filename || pool.source_format || "–"),
-        h("td", { class: "muted nowrap" }, fmt.date(pool.created_at)),
-        h("td", { class: "right" }, h("button", {
+        h("td", { class: "muted nowrap" }, fmt.date(pool.created_at), pool.created_by && ` · ${pool.created_by}`),
+        // Managers delete their own pools, admins any.
+        h("td", { class: "right" }, (can("admin") || (can("manager") && pool.created_by === currentUser().name)) && h("button", {
           type: "button", class: "btn btn-ghost btn-small btn-danger", "data-testid": `delete-pool-${pool.id}`,
           onclick: () => remove(pool),
         }, "Delete"))))));
@@ -146,6 +147,6 @@ export function renderPools(ctx) {
       h("h1", null, "Prompt pools"),
       h("p", { class: "lead" }, "A pool is the set of prompts you could pay to label or train on. Probe a model on it to see which prompts are hard.")),
     card("Pools", { actions: [heldOutButton, demoButton] }, list),
-    card("Upload a pool", { subtitle: "One prompt per row. Gold answers are optional: without them Budgetlab scores difficulty by answer agreement." }, form));
+    card("Upload a pool", { needs: "manager", subtitle: "One prompt per row. Gold answers are optional: without them Budgetlab scores difficulty by answer agreement." }, form));
   refresh();
 }

@@ -26,7 +26,7 @@ export async function renderRun(ctx, runId) {
   const facts = h("div", { class: "facts", id: "run-facts" });
   const caveat = h("div", { class: "warning", id: "run-forecast-caveat", "data-testid": "run-forecast-caveat", hidden: true });
   const status = h("span", { id: "run-status", "data-testid": "run-status", "data-status": "" });
-  const cancel = h("button", { type: "button", id: "run-cancel", "data-testid": "run-cancel", class: "btn btn-ghost btn-small btn-danger", hidden: true }, "Cancel");
+  const cancel = h("button", { type: "button", id: "run-cancel", "data-testid": "run-cancel", "data-needs": "manager", class: "btn btn-ghost btn-small btn-danger", hidden: true }, "Cancel");
   const fill = h("div", { class: "progress-fill" });
   const progress = h("div", { class: "progress", role: "progressbar", id: "run-progress", "data-testid": "run-progress", "aria-valuemin": "0" }, fill);
   const numbers = h("div", { class: "job-numbers", id: "run-numbers" });
@@ -36,7 +36,7 @@ export async function renderRun(ctx, runId) {
   const charts = new Map(CHARTS.map(([key, id]) => [key, h("div", { id, "data-testid": id, class: "plot plot-small" })]));
   const downloads = h("div", { class: "row", id: "run-downloads" });
   const settingsBox = h("div", { id: "run-settings" }, emptyState("Loading…"));
-  const reprobeButton = h("button", { type: "button", id: "run-reprobe", "data-testid": "run-reprobe", class: "btn btn-primary btn-small", hidden: true }, "Re-probe with the adapter");
+  const reprobeButton = h("button", { type: "button", id: "run-reprobe", "data-testid": "run-reprobe", "data-needs": "manager", class: "btn btn-primary btn-small", hidden: true }, "Re-probe with the adapter");
   const movedBox = h("div", { id: "run-moved", "data-testid": "run-moved" }, emptyState("Available once the run has trained."));
 
   ctx.root.append(

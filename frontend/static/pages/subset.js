@@ -17,8 +17,8 @@ export async function renderSubset(ctx, subsetId) {
   const sent = h("div", { id: "subset-exports", "data-testid": "subset-exports" });
 
   // ---------- Label Studio ----------
-  const push = h("button", { type: "button", class: "btn btn-primary", "data-testid": "ls-push", id: "ls-push", disabled: true }, "Send to Label Studio");
-  const pull = h("button", { type: "button", class: "btn btn-ghost", "data-testid": "ls-pull", id: "ls-pull", disabled: true }, "Pull labels");
+  const push = h("button", { type: "button", class: "btn btn-primary", "data-testid": "ls-push", id: "ls-push", "data-needs": "manager", disabled: true }, "Send to Label Studio");
+  const pull = h("button", { type: "button", class: "btn btn-ghost", "data-testid": "ls-pull", id: "ls-pull", "data-needs": "manager", disabled: true }, "Pull labels");
   const lsHint = h("p", { class: "muted small", "data-testid": "ls-hint" });
   const progress = jobProgress(ctx, { testid: "ls-progress", title: "Label Studio" });
   const outcome = h("div", { "data-testid": "ls-outcome", id: "ls-outcome" });
@@ -114,7 +114,7 @@ export async function renderSubset(ctx, subsetId) {
         lsBox)),
     h("section", { class: "labeling-step" }, h("h3", null, "Import labels"), poolLabels, importBox),
     h("section", { class: "labeling-step" }, h("h3", null, "Sent for labeling"), sent)),
-    card("Train", { id: "subset-train-card", subtitle: "GRPO with the quick_cpu preset on the probe's model; the planner offers every setting." },
+    card("Train", { id: "subset-train-card", needs: "manager", subtitle: "GRPO with the quick_cpu preset on the probe's model; the planner offers every setting." },
       h("div", { class: "row" }, field("Steps", trainSteps), trainButton)));
 
   async function loadLabels() {

@@ -1,0 +1,120 @@
+"""Browser sign-in: an HttpOnly, SameSite=Strict cookie, a CSRF token on every change, sign-out on the server;
+one message for every bad credential; failures limited per address; tokens listed, revoked and expiring."""
+
+from datetime import UTC, datetime, timedelta
+
+from backend.auth.middleware import INVALID
+from tests.auth.conftest import PASSWORD, bearer
+from tests.conftest import ADMIN_TOKEN, clear_caches
+
+ANONYMOUS = {"Authorization": ""}
+
+
+def sign_in(client, name: str, password: str = PASSWORD):
+    return client.post("/api/session", json={"name": name, "password": password}, headers=ANONYMOUS)
+
+
+def test_sign_in_sets_a_strict_httponly_cookie_and_changes_need_the_csrf_token(client, make_user):
+    user, _ = make_user("manager")
+    client.cookies.clear()
+    answer = sign_in(client, user["name"])
+    assert answer.status_code == 200 and answer.json()["role"] == "manager"
+    cookie_header = answer.headers["set-cookie"]
+    assert "HttpOnly" in cookie_header and "SameSite=strict" in cookie_header and "Path=/" in cookie_header
+    csrf = answer.json()["csrf_token"]
+    me = client.get("/api/session", headers=ANONYMOUS)
+    assert me.status_code == 200 and me.json()["name"] == user["name"] and me.json()["via"] == "session"
+    no_csrf = client.post("/api/tokens", json={"name": "x"}, headers=ANONYMOUS)
+    assert no_csrf.status_code == 403 and "CSRF" in no_csrf.json()["detail"]
+    wrong_csrf = client.post("/api/tokens", json={"name": "x"}, headers={**ANONYMOUS, "X-CSRF-Token": "guess"})
+    assert wrong_csrf.status_code == 403
+    made = client.post("/api/tokens", json={"name": "x"}, headers={**ANONYMOUS, "X-CSRF-Token": csrf})
+    assert made.status_code == 201, made.text
+    # Signing out ends the session on the server: the old cookie no longer works even if replayed.
+    old_cookie = client.cookies.get("budgetlab_session")
+    assert client.delete("/api/session", headers={**ANONYMOUS, "X-CSRF-Token": csrf}).status_code == 204
+    client.cookies.clear()
+    replayed = client.get("/api/session", headers=ANONYMOUS, cookies={"budgetlab_session": old_cookie})
+    assert replayed.status_code == 401 and replayed.json()["detail"] == INVALID
+    client.cookies.clear()
+
+
+def test_a_bad_sign_in_never_says_which_part_was_wrong(client, make_user):
+    user, _ = make_user("viewer")
+    wrong_password = sign_in(client, user["name"], "not the password")
+    no_such_user = sign_in(client, "nobody-" + user["name"], PASSWORD)
+    assert wrong_password.status_code == no_such_user.status_code == 401
+    assert wrong_password.json()["detail"] == no_such_user.json()["detail"]
+    unknown = client.get("/api/pools", headers=bearer("bl_unknown"))
+    assert unknown.status_code == 401 and unknown.json()["detail"] == INVALID
+    client.cookies.clear()
+
+
+def test_a_disabled_user_is_signed_out_and_their_tokens_stop(client, make_user):
+    user, token = make_user("manager")
+    assert client.get("/api/session", headers=bearer(token)).status_code == 200
+    disabled = client.patch(f"/api/users/{user['id']}", json={"disabled": True}, headers=bearer(ADMIN_TOKEN))
+    assert disabled.status_code == 200 and disabled.json()["disabled"] is True
+    assert client.get("/api/session", headers=bearer(token)).status_code == 401
+    assert sign_in(client, user["name"]).status_code == 401
+
+
+def test_the_last_admin_cannot_be_demoted(client):
+    users = client.get("/api/users", headers=bearer(ADMIN_TOKEN)).json()
+    admins = [u for u in users if u["role"] == "admin" and not u["disabled"]]
+    if len(admins) == 1:
+        answer = client.patch(f"/api/users/{admins[0]['id']}", json={"role": "viewer"}, headers=bearer(ADMIN_TOKEN))
+        assert answer.status_code == 422 and "last active admin" in answer.json()["detail"]
+
+
+def test_tokens_are_listed_revoked_and_expire(client, make_user):
+    user, token = make_user("manager")
+    soon = datetime.now(UTC) + timedelta(seconds=2)
+    made = client.post("/api/tokens", json={"name": "short", "expires_at": soon.isoformat()}, headers=bearer(token))
+    assert made.status_code == 201, made.text
+    listed = client.get("/api/tokens", headers=bearer(token)).json()
+    assert {t["name"] for t in listed} == {"test", "short"} and all("token" not in t for t in listed)
+    assert all(t["user"] == user["name"] for t in listed)
+    used = next(t for t in listed if t["name"] == "test")
+    assert used["last_used_at"] is not None  # this very request used it
+    assert client.get("/api/tokens?all_users=true", headers=bearer(token)).status_code == 403
+    everyone = client.get("/api/tokens?all_users=true", headers=bearer(ADMIN_TOKEN)).json()
+    assert {t["user"] for t in everyone} >= {user["name"], "admin"}
+    # Expiry
+    short = made.json()["token"]
+    assert client.get("/api/session", headers=bearer(short)).status_code == 200
+    import time
+
+    time.sleep(max(0.0, (soon - datetime.now(UTC)).total_seconds()) + 0.2)
+    assert client.get("/api/session", headers=bearer(short)).status_code == 401
+    past = client.post("/api/tokens", json={"name": "past", "expires_at": "2020-01-01T00:00:00Z"},
+                       headers=bearer(token))
+    assert past.status_code == 422 and "future" in past.json()["detail"]
+    # Revocation stops it at once, and is listed.
+    other = client.post("/api/tokens", json={"name": "revoke me"}, headers=bearer(token)).json()
+    assert client.delete(f"/api/tokens/{other['id']}", headers=bearer(token)).status_code == 204
+    assert client.get("/api/session", headers=bearer(other["token"])).status_code == 401
+    revoked = next(t for t in client.get("/api/tokens", headers=bearer(token)).json() if t["id"] == other["id"])
+    assert revoked["revoked_at"] is not None
+
+
+def test_bad_credentials_are_limited_per_address(service_env, monkeypatch):
+    from fastapi.testclient import TestClient
+
+    from backend.app import create_app
+
+    monkeypatch.setenv("BUDGETLAB_AUTH_FAILURES_ALLOWED", "3")
+    clear_caches()
+    limited = create_app()
+    monkeypatch.undo()
+    clear_caches()
+    with TestClient(limited) as client:
+        for _ in range(3):
+            assert client.get("/api/pools", headers=bearer("bl_wrong")).status_code == 401
+        blocked = client.get("/api/pools", headers=bearer(ADMIN_TOKEN))  # even a good token, from this address
+        assert blocked.status_code == 429 and int(blocked.headers["Retry-After"]) > 0
+        assert "try again in" in blocked.json()["detail"]
+        signing_in = sign_in(client, "admin", "whatever")
+        assert signing_in.status_code == 429
+        other = client.get("/api/pools", headers=bearer(ADMIN_TOKEN) | {"X-Forwarded-For": "10.0.0.9"})
+        assert other.status_code == 429  # a header the client sets does not change its address
