@@ -252,6 +252,8 @@ def pool_import(
     id_field: str | None = typer.Option(None, help="Field holding the prompt id (optional)."),
     task_type: str | None = typer.Option(None, help="numeric, math, choice or exact (default: detected)."),
     format: str | None = typer.Option(None, help="jsonl, csv, parquet or json (default: from the extension)."),
+    truncate_long: bool = typer.Option(False, help="Cut prompts longer than BUDGETLAB_MAX_PROMPT_CHARS instead of "
+                                                   "refusing the file."),
 ) -> None:
     """Import a pool file, streamed into the database in one transaction."""
     from backend.pools.presets import resolve_upload_options
@@ -264,7 +266,7 @@ def pool_import(
                                                 unit_scale=True, desc="import") as handle:
         with _session(immediate=False) as session:  # staged: SQLite's write lock only for the final switch
             result = import_pool(session, handle, path.name, mapping, detected_type, name, fmt=format,
-                                 fallback_format=fallback)
+                                 fallback_format=fallback, truncate_long=truncate_long)
             pool = result.pool
             typer.echo(f"Pool {pool.id}: {pool.prompt_count} prompts, task type {pool.task_type}"
                        f"{'' if pool.has_answers else ' (no answers: label-free probing)'}.")

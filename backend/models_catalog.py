@@ -22,14 +22,31 @@ def available_models() -> dict[str, str]:
 
 
 def check_model(name: str) -> str:
-    """Accept a listed model, or a local directory holding a transformers checkpoint."""
+    """Accept a listed model (built in, or in BUDGETLAB_MODELS: hub ids there carry a pinned revision), or the
+    absolute path of a transformers checkpoint under the models directory, checked after resolving links (so a
+    link cannot point outside it). Hub ids are accepted only as configured: a name is never fetched on a
+    caller's say."""
+    root = get_settings().local_models_dir
     if name in available_models():
+        if Path(name).is_absolute():
+            _check_local(Path(name), root)
         return name
-    if Path(name).is_dir() and (Path(name) / "config.json").exists():
-        return name
-    raise AppError(422, f"Unknown model '{name}'. Available: {', '.join(available_models())}; "
-                        "or give a local checkpoint directory, or add ids to BUDGETLAB_MODELS.",
+    if Path(name).is_absolute():
+        return str(_check_local(Path(name), root))
+    raise AppError(422, f"Unknown model '{name}'. Available: {', '.join(available_models())}; or the absolute path "
+                        f"of a checkpoint directory under {root} (BUDGETLAB_MODELS_DIR); an admin adds hub models "
+                        f"to BUDGETLAB_MODELS with a pinned revision (org/name@<commit>).",
                    details={"available": list(available_models())})
+
+
+def _check_local(path: Path, root: Path) -> Path:
+    resolved = path.resolve()
+    if not resolved.is_relative_to(root):
+        raise AppError(422, f"The checkpoint {path} (resolved: {resolved}) is not under the models directory {root}; "
+                            f"copy it there, or set BUDGETLAB_MODELS_DIR.")
+    if not (resolved / "config.json").is_file():
+        raise AppError(422, f"{resolved} holds no config.json; give a transformers checkpoint directory.")
+    return resolved
 
 
 router = APIRouter(tags=["models"])

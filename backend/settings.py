@@ -41,6 +41,11 @@ class Settings(BaseSettings):
         20, ge=1, validation_alias="BUDGETLAB_AUTH_FAILURES_ALLOWED",
         description="Failed sign-ins and bad credentials one address may send per 5 minutes before it gets 429.",
     )
+    max_prompt_chars: int = Field(
+        32_000, ge=1, validation_alias="BUDGETLAB_MAX_PROMPT_CHARS",
+        description="Longest prompt an upload may hold, in characters: about the 8,192-token context of the default "
+                    "model at 4 characters a token. Longer ones fail the upload, or are cut with "
+                    "long_prompts=truncate.")
     quota_active_jobs: int = Field(20, ge=1, validation_alias="BUDGETLAB_QUOTA_ACTIVE_JOBS",
                                    description="Unfinished jobs (queued, running, cancelling) one user may have.")
     quota_queued_tokens: int = Field(
@@ -66,7 +71,12 @@ class Settings(BaseSettings):
     )
     extra_models: str = Field(
         "", validation_alias="BUDGETLAB_MODELS",
-        description="Comma-separated extra model ids or local paths offered for probing.",
+        description="Comma-separated extra models offered for probing and training: hub ids with a pinned "
+                    "revision (org/name@<commit or tag>), or checkpoint directories under the models directory.",
+    )
+    models_dir: Path | None = Field(
+        None, validation_alias="BUDGETLAB_MODELS_DIR",
+        description="Local checkpoints must lie here (checked after resolving links). Default: <data_dir>/models.",
     )
     probe_shard_size: int = Field(
         256, validation_alias="BUDGETLAB_PROBE_SHARD_SIZE", description="Prompts per probe shard."
@@ -113,6 +123,18 @@ class Settings(BaseSettings):
         if self.environment != "development" and self.admin_token in {"changeme", "change-me", "secret"}:
             raise ValueError("BUDGETLAB_ADMIN_TOKEN is a placeholder; set a real secret outside development")
         return self
+
+    @model_validator(mode="after")
+    def _pinned_hub_models(self) -> "Settings":
+        for entry in filter(None, (m.strip() for m in self.extra_models.split(","))):
+            if not Path(entry).is_absolute() and "@" not in entry:
+                raise ValueError(f"BUDGETLAB_MODELS: the hub id {entry!r} needs a pinned revision, so every worker "
+                                 f"loads the same weights: write {entry}@<commit sha or tag>")
+        return self
+
+    @property
+    def local_models_dir(self) -> Path:
+        return (self.models_dir or self.data_dir / "models").resolve()
 
     @property
     def sqlalchemy_url(self) -> str:

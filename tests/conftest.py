@@ -74,6 +74,8 @@ def service_env(tmp_path_factory) -> Iterator[dict[str, str]]:
         "BUDGETLAB_ADMIN_TOKEN": ADMIN_TOKEN,
         # Tests send many bad credentials on purpose from one address; the limit has a test of its own.
         "BUDGETLAB_AUTH_FAILURES_ALLOWED": "100000",
+        # Tests build checkpoints in pytest's temporary directories and probe them by path.
+        "BUDGETLAB_MODELS_DIR": str(tmp_path_factory.getbasetemp()),
         # Jobs no worker runs stay queued in the session's database; quotas have a test of their own.
         "BUDGETLAB_QUOTA_ACTIVE_JOBS": "100000",
         "BUDGETLAB_QUOTA_QUEUED_TOKENS": str(10**15),

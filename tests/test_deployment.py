@@ -1,6 +1,7 @@
 """docker-compose.yml and the Dockerfiles cannot be run here (no Docker engine), so check what can
 be: the YAML's wiring, and that every command they run parses with our CLI."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,7 @@ def test_services_are_wired():
     for name in ("api", "worker-cpu", "worker-gpu"):
         env = services[name]["environment"]
         assert env["DATABASE_URL"].startswith("postgresql://") and "@postgres:" in env["DATABASE_URL"]
-        assert env["CELERY_BROKER_URL"].startswith("redis://redis:")
+        assert env["CELERY_BROKER_URL"].startswith("redis://:") and "@redis:6379" in env["CELERY_BROKER_URL"]
         assert (ROOT / services[name]["build"]["dockerfile"]).exists()
     assert services["worker-gpu"]["command"][-3:] == ["gpu", "--concurrency", "1"]
     assert services["worker-cpu"]["command"][3] == "cpu"
@@ -63,3 +64,22 @@ def test_a_bad_command_is_caught():
         _parses(["budgetlab", "worker", "--no-such-option"])
     with pytest.raises(AssertionError, match="unknown command"):
         _parses(["budgetlab", "wrker"])
+
+
+def test_only_the_api_is_published_on_loopback_and_every_secret_comes_from_env_without_a_default():
+    services = COMPOSE["services"]
+    published = {name: service["ports"] for name, service in services.items() if service.get("ports")}
+    assert list(published) == ["api"] and published["api"] == ["${BUDGETLAB_BIND:-127.0.0.1}:8000:8000"]
+    text = (ROOT / "docker-compose.yml").read_text()
+    secrets = {"POSTGRES_PASSWORD", "REDIS_PASSWORD", "BUDGETLAB_ADMIN_TOKEN", "BUDGETLAB_ADMIN_PASSWORD"}
+    for secret in secrets:
+        uses = re.findall(r"\$\{" + secret + r"([^}]*)\}", text)
+        assert uses and all(use.startswith(":?") for use in uses), (secret, uses)  # refused when unset
+    assert "budgetlab:budgetlab@" not in text and "POSTGRES_PASSWORD: budgetlab" not in text
+    env = services["api"]["environment"]
+    assert "${REDIS_PASSWORD" in env["CELERY_BROKER_URL"] and "${POSTGRES_PASSWORD" in env["DATABASE_URL"]
+    assert "--requirepass" in services["redis"]["command"]
+    example = dict(line.split("=", 1) for line in (ROOT / ".env.example").read_text().splitlines()
+                   if line and not line.startswith("#"))
+    assert set(example) == secrets and all(value == "" for value in example.values())
+    assert ".env" in (ROOT / ".gitignore").read_text().splitlines()

@@ -43,6 +43,11 @@ class ModelLoadError(JobFailure):
     """A model could not be found, converted or loaded; the message says which and why."""
 
 
+# Checkpoints load weights from safetensors only (no pickle) and never run code shipped with a model.
+SAFE_MODEL_LOAD = {"use_safetensors": True, "trust_remote_code": False}
+SAFE_TOKENIZER_LOAD = {"trust_remote_code": False}
+
+
 def models_dir(artifacts: Path | None = None) -> Path:
     return Path(artifacts or get_settings().artifacts) / "models"
 
@@ -192,9 +197,11 @@ def ensure_checkpoint(name: str, *, artifacts: Path | None = None) -> Path:
         try:
             from huggingface_hub import snapshot_download
 
-            # Weights in safetensors (or .bin) only: skip GGUF/ONNX/TF copies some repos also carry.
-            return Path(snapshot_download(name, ignore_patterns=["original/*", "*.gguf", "*.pth", "*.onnx",
-                                                                 "onnx/*", "*.msgpack", "*.h5", "*.ot"]))
+            # A configured hub id carries its revision (org/name@<commit or tag>): every worker gets the same
+            # files. Weights in safetensors only: skip pickles and GGUF/ONNX/TF copies some repos also carry.
+            repo, _, revision = name.partition("@")
+            return Path(snapshot_download(repo, revision=revision or None, ignore_patterns=[
+                "original/*", "*.gguf", "*.pth", "*.bin", "*.onnx", "onnx/*", "*.msgpack", "*.h5", "*.ot"]))
         except Exception as exc:
             raise ModelLoadError(f"Model '{name}' is not a built-in model ({', '.join(BUILTIN)}), not a local "
                                  f"checkpoint directory, and could not be fetched from the Hugging Face hub: "
@@ -218,8 +225,8 @@ def load_model(name: str, device: str | None = None, *, dtype: Any = None) -> tu
         if key in _cache:
             return _cache[key]
         try:
-            tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-            model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=dtype)
+            tokenizer = AutoTokenizer.from_pretrained(checkpoint, **SAFE_TOKENIZER_LOAD)
+            model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=dtype, **SAFE_MODEL_LOAD)
         except Exception as exc:
             raise ModelLoadError(f"Could not load model '{name}' from {checkpoint}: "
                                  f"{type(exc).__name__}: {exc}") from exc
@@ -244,8 +251,8 @@ def load_adapted_model(name: str, adapter: str, device: str | None = None, *, dt
     dtype = dtype or default_dtype(device)
     checkpoint = ensure_checkpoint(name)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-        base = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=dtype)
+        tokenizer = AutoTokenizer.from_pretrained(checkpoint, **SAFE_TOKENIZER_LOAD)
+        base = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=dtype, **SAFE_MODEL_LOAD)
         model = PeftModel.from_pretrained(base, adapter)
     except Exception as exc:
         raise ModelLoadError(f"Could not load model '{name}' with the adapter in {adapter}: "

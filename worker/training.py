@@ -252,7 +252,7 @@ def load_policy(model_name: str, load_in_4bit: bool = False):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from worker.model_store import ModelLoadError, ensure_checkpoint
+    from worker.model_store import SAFE_MODEL_LOAD, SAFE_TOKENIZER_LOAD, ModelLoadError, ensure_checkpoint
 
     checkpoint = ensure_checkpoint(model_name)
     cuda = torch.cuda.is_available()
@@ -265,8 +265,8 @@ def load_policy(model_name: str, load_in_4bit: bool = False):
             load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_compute_dtype=dtype,
             bnb_4bit_use_double_quant=True), "device_map": {"": torch.cuda.current_device()}}
     try:
-        tokenizer = AutoTokenizer.from_pretrained(checkpoint)
-        model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=dtype, **quantized)
+        tokenizer = AutoTokenizer.from_pretrained(checkpoint, **SAFE_TOKENIZER_LOAD)
+        model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=dtype, **SAFE_MODEL_LOAD, **quantized)
     except Exception as exc:
         raise ModelLoadError(f"Could not load model '{model_name}' from {checkpoint}: {describe(exc)}") from exc
     if quantized:

@@ -200,10 +200,12 @@ class PoolFileReader:
     the content as a whole (empty prompts). Structural errors raise `IngestError` at once."""
 
     def __init__(self, fileobj: IO[bytes], fmt: str, mapping: FieldMapping, *, batch_rows: int = BATCH_ROWS,
-                 reopen: Callable[[], IO[bytes]] | None = None):
+                 reopen: Callable[[], IO[bytes]] | None = None, max_prompt_chars: int | None = None,
+                 truncate_long: bool = False):
         """`fileobj` is read once, front to back (`read(n)` may return fewer bytes). Verifying a
         suspected duplicate id re-reads the file from its start: through `reopen()` (a new file object
-        holding at least the bytes read so far) when given, else by seeking `fileobj`."""
+        holding at least the bytes read so far) when given, else by seeking `fileobj`.
+        A prompt longer than `max_prompt_chars` is cut to it when `truncate_long`, else it is a problem."""
         if fmt not in FORMATS:
             raise IngestError(415, f"Unknown format {fmt!r}. Supported formats: {supported_formats_text()}.")
         if not mapping.prompt_field:
@@ -218,6 +220,10 @@ class PoolFileReader:
         self.row_count = 0
         self.empty_prompt_count = 0
         self.empty_prompt_locators: list[int] = []
+        self.max_prompt_chars = max_prompt_chars
+        self.truncate_long = truncate_long
+        self.long_prompt_count = 0  # refused, or cut when truncate_long
+        self.long_prompt_locators: list[int] = []
 
     # --- public -------------------------------------------------------------------------------------
 
@@ -241,6 +247,13 @@ class PoolFileReader:
                 continue
             if "\x00" in text:
                 raise self._nul_error(mapping.prompt_field, locator)
+            if self.max_prompt_chars is not None and len(text) > self.max_prompt_chars:
+                self.long_prompt_count += 1
+                if len(self.long_prompt_locators) < EXAMPLES_SHOWN:
+                    self.long_prompt_locators.append(locator)
+                if not self.truncate_long:
+                    continue
+                text = text[:self.max_prompt_chars]
             if raw_answer is None:
                 answer = None
             else:
@@ -292,6 +305,16 @@ class PoolFileReader:
                 f"{count} empty prompt{'s' if count != 1 else ''} in field {self.mapping.prompt_field!r} "
                 f"({units} {where}{more}): write the prompt there or remove "
                 f"{'that ' + self.unit if count == 1 else 'those ' + self.unit + 's'}."
+            )
+        if self.long_prompt_count and not self.truncate_long:
+            where = ", ".join(str(loc) for loc in self.long_prompt_locators)
+            more = " and more" if self.long_prompt_count > len(self.long_prompt_locators) else ""
+            count = self.long_prompt_count
+            problems.append(
+                f"{count} prompt{'s are' if count != 1 else ' is'} longer than {self.max_prompt_chars:,} characters, "
+                f"more than the model's context holds ({self.unit}{'s' if count != 1 else ''} {where}{more}): "
+                f"shorten {'them' if count != 1 else 'it'}, or upload with long_prompts=truncate to cut "
+                f"{'them' if count != 1 else 'it'} to that length (BUDGETLAB_MAX_PROMPT_CHARS sets the limit)."
             )
         return problems
 

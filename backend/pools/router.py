@@ -46,7 +46,8 @@ PoolId = PathId(Pool, "Pool")
 UPLOAD_OVERHEAD_BYTES = 1 << 20
 MAX_FIELD_BYTES = 64 << 10
 STREAM_QUEUE_CHUNKS = 64  # ~64 KiB each: at most a few MiB of the upload waits for the import
-_FORM_FIELDS = ("name", "format", "preset", "prompt_field", "answer_field", "id_field", "task_type")
+_FORM_FIELDS = ("name", "format", "preset", "prompt_field", "answer_field", "id_field", "task_type", "long_prompts")
+LONG_PROMPTS = ("refuse", "truncate")
 
 
 def _size_text(n: int) -> str:
@@ -225,10 +226,13 @@ class _ImportPlan:
             options["preset"], prompt_field=options["prompt_field"], answer_field=options["answer_field"],
             id_field=options["id_field"], task_type=options["task_type"])
         self.format = resolve_format(filename, options["format"], self.fallback_format)
+        if (options["long_prompts"] or "refuse") not in LONG_PROMPTS:
+            raise AppError(422, f"long_prompts must be refuse or truncate, got {options['long_prompts']!r}")
 
     def run(self, session, fileobj, reopen) -> service.ImportResult:
         return service.import_pool(session, fileobj, self.filename, self.mapping, self.task_type,
-                                   self.options["name"], fmt=self.format, reopen=reopen)
+                                   self.options["name"], fmt=self.format, reopen=reopen,
+                                   truncate_long=self.options["long_prompts"] == "truncate")
 
 
 def _streamable_plan(form: _MultipartForm) -> _ImportPlan | None:

@@ -41,6 +41,7 @@ class ImportReport(BaseModel):
                                              "(prompt|question|problem|input|query, answer|target|solution|"
                                              "gold|label, id|unique_id|idx|qid)")
     task_type: str
+    truncated_prompts: int = Field(0, description="Prompts cut to BUDGETLAB_MAX_PROMPT_CHARS (long_prompts=truncate)")
     task_type_detected: bool = Field(description="True: detected from the answers; False: given (task_type "
                                                  "or the preset)")
     task_type_reason: str = Field(description="why this task type, in words")
@@ -50,8 +51,10 @@ class ImportReport(BaseModel):
         how = "guessed" if self.fields_guessed else "named"
         answer = f"answer from {self.answer_field!r}" if self.answer_field else "no answers (label-free)"
         ids = f"ids from {self.id_field!r}" if self.id_field else "rows numbered"
+        cut = (f" {self.truncated_prompts} prompt{'s' if self.truncated_prompts != 1 else ''} cut to the model's "
+               f"context." if self.truncated_prompts else "")
         return (f"Fields ({how}): prompt from {self.prompt_field!r}, {answer}, {ids}. "
-                f"Graded as {self.task_type}: {self.task_type_reason}.")
+                f"Graded as {self.task_type}: {self.task_type_reason}.{cut}")
 
 
 class PoolImported(PoolRead):
@@ -102,5 +105,8 @@ class UploadForm(BaseModel):
     answer_field: str | None = Field(None, description="Field holding the gold answer; name only prompt_field to "
                                                        "import a label-free pool")
     id_field: str | None = Field(None, description="Field holding a unique id; empty: rows are numbered")
+    long_prompts: str | None = Field(None, description="refuse (default): a prompt longer than the model's context "
+                                                       "(BUDGETLAB_MAX_PROMPT_CHARS) fails the upload, with its "
+                                                       "lines; truncate: cut such prompts, counted in the report")
     task_type: str | None = Field(
         None, description="numeric, math, choice, exact, or auto (default): detected from the answers")

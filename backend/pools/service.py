@@ -49,6 +49,7 @@ from backend.pools.schemas import ImportReport, PromptOrder, PromptPage, PromptR
 from backend.pools.tables import Pool, Prompt
 from backend.probes.score_arrays import forget_probes
 from backend.probes.tables import Probe, PromptScore
+from backend.settings import get_settings
 
 DETECTION_ANSWERS = 1000
 GOLD_CACHE_ENTRIES = 100_000
@@ -231,15 +232,18 @@ def import_pool(
     fmt: str | None = None,
     fallback_format: str | None = None,
     reopen: Callable[[], IO[bytes]] | None = None,
+    truncate_long: bool = False,
 ) -> ImportResult:
     """Stream `fileobj` into a new pool. `task_type` None: detected from the first 1,000 answers.
     `mapping.guess`: the fields are chosen from the file's own (see `guess_mapping`).
     `fileobj` is read once, front to back; `reopen` (see `PoolFileReader`) serves the rare re-read.
+    Prompts longer than BUDGETLAB_MAX_PROMPT_CHARS are refused (the file's problem), or cut when `truncate_long`.
     Raises `IngestError` (the caller rolls back) when anything is wrong with the file."""
     source_format = resolve_format(filename, fmt, fallback_format)
     task_type = check_task_type(task_type)
     task_type_given = task_type is not None
-    reader = PoolFileReader(fileobj, source_format, mapping, reopen=reopen)
+    reader = PoolFileReader(fileobj, source_format, mapping, reopen=reopen,
+                            max_prompt_chars=get_settings().max_prompt_chars, truncate_long=truncate_long)
 
     pool = Pool(name=(name or filename or "pool").strip() or "pool", task_type=task_type or "exact",
                 has_answers=mapping.answer_field is not None, source_filename=filename,
@@ -300,7 +304,8 @@ def import_pool(
         reason = "given with the upload (task_type or the preset)"
     report = ImportReport(prompt_field=mapping.prompt_field, answer_field=mapping.answer_field,
                           id_field=mapping.id_field, fields_guessed=fields_guessed, task_type=task_type,
-                          task_type_detected=detected, task_type_reason=reason)
+                          task_type_detected=detected, task_type_reason=reason,
+                          truncated_prompts=reader.long_prompt_count if truncate_long else 0)
     return ImportResult(pool, report)
 
 

@@ -40,14 +40,15 @@ class VLLMEngine:
                                "(pip install 'budgetlab[gpu]') or use the transformers engine") from exc
         from transformers import AutoTokenizer
 
-        from worker.model_store import ensure_checkpoint
+        from worker.model_store import SAFE_TOKENIZER_LOAD, ensure_checkpoint
 
         self.model_name = model_name
         checkpoint = ensure_checkpoint(model_name)
-        self.tokenizer = AutoTokenizer.from_pretrained(checkpoint)
+        self.tokenizer = AutoTokenizer.from_pretrained(checkpoint, **SAFE_TOKENIZER_LOAD)
         lora = {"enable_lora": True, "max_lora_rank": lora_rank_bound(adapter)} if adapter else {}
         self.llm = LLM(model=str(checkpoint), tokenizer=str(checkpoint), enable_prefix_caching=True, seed=seed,
-                       gpu_memory_utilization=gpu_memory_utilization, **lora)
+                       gpu_memory_utilization=gpu_memory_utilization, trust_remote_code=False,
+                       load_format="safetensors", **lora)
         self.rows_per_call = rows_per_call
         self.lora_request = None
         if adapter:
