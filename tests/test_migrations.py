@@ -197,3 +197,31 @@ def test_processes_starting_together_migrate_once():
         assert versions == [head]
     finally:
         drop_pg_database(name)
+
+
+def test_downgrading_0012_drops_the_tokens_that_must_not_work_without_roles(tmp_path):
+    """Revoked, expiring and viewer tokens, and those of disabled users, would do everything after 0011."""
+    from alembic import command
+    from sqlalchemy import text
+
+    url = f"sqlite:///{tmp_path / 'down.db'}"
+    upgrade_head(url)
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(text("INSERT INTO app_user (id, name, role, disabled, created_at) VALUES "
+                                "(1, 'a', 'admin', 0, '2026-01-01'), (2, 'b', 'manager', 1, '2026-01-01')"))
+        connection.execute(text(
+            "INSERT INTO api_token (name, token_hash, user_id, role, created_at, expires_at, revoked_at) VALUES "
+            "('keep', 'h1', 1, 'admin', '2026-01-01', NULL, NULL), "
+            "('manager', 'h2', 1, 'manager', '2026-01-01', NULL, NULL), "
+            "('revoked', 'h3', 1, 'admin', '2026-01-01', NULL, '2026-01-02'), "
+            "('expiring', 'h4', 1, 'admin', '2026-01-01', '2099-01-01', NULL), "
+            "('viewer', 'h5', 1, 'viewer', '2026-01-01', NULL, NULL), "
+            "('disabled', 'h6', 2, 'manager', '2026-01-01', NULL, NULL)"))
+    engine.dispose()
+    command.downgrade(alembic_config(url), "0011")
+    engine = create_engine(url)
+    with engine.connect() as connection:
+        left = connection.execute(text("SELECT name, is_admin FROM api_token ORDER BY name")).all()
+    engine.dispose()
+    assert [(name, bool(admin)) for name, admin in left] == [("keep", True), ("manager", False)]

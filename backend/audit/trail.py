@@ -13,7 +13,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from sqlalchemy import event
-from sqlalchemy.orm import Session
+from sqlmodel import Session  # the app's sessions only: the SQLite broker's own (kombu) are left alone
 
 from backend.audit.tables import AuditEvent
 
@@ -33,7 +33,8 @@ class Draft:
     via: str = "none"
     target: str | None = None
     created: dict[str, int] = field(default_factory=dict)
-    written: bool = False
+    written: bool = False  # its row committed (with the change, or on its own)
+    pending: object = None  # the session whose commit carries the row, until it commits or rolls back
 
     def row(self, outcome: str, status: int | None = None) -> AuditEvent:
         target = self.target
@@ -85,11 +86,26 @@ def _note_created(session: Session, _context) -> None:
 @event.listens_for(Session, "before_commit")
 def _write_with_the_change(session: Session) -> None:
     draft = _current.get()
-    if draft is None or draft.written:
+    if draft is None or draft.written or draft.pending is not None:
         return
     session.flush()  # so rows created in this unit are named
-    draft.written = True
+    draft.pending = session
     session.add(draft.row("succeeded"))
+
+
+@event.listens_for(Session, "after_commit")
+def _written(session: Session) -> None:
+    draft = _current.get()
+    if draft is not None and draft.pending is session:
+        draft.written, draft.pending = True, None
+
+
+@event.listens_for(Session, "after_rollback")
+def _not_written(session: Session) -> None:
+    """A commit that failed (or a rollback) took the row with it: the next commit, or the middleware, writes it."""
+    draft = _current.get()
+    if draft is not None and draft.pending is session:
+        draft.pending = None
 
 
 @event.listens_for(Session, "before_flush")

@@ -69,12 +69,12 @@ ACCESS: dict[tuple[str, str], Rule] = {
     ("GET", "/api/probes/{probe_id}/prompts/{prompt_id}/samples"): READ,
     ("GET", "/api/probes/{probe_id}/trust"): READ,
     ("POST", "/api/selections/preview"): _rule("viewer", changes=False),
-    ("POST", "/api/selections/labeling-export"): _rule("viewer", changes=False),
+    ("POST", "/api/selections/labeling-export"): _rule("viewer"),  # records the export (labels come back to it)
     ("GET", "/api/subsets"): READ,
     ("POST", "/api/subsets"): MANAGE,
     ("GET", "/api/subsets/{subset_id}"): READ,
     ("GET", "/api/subsets/{subset_id}/export"): READ,
-    ("GET", "/api/subsets/{subset_id}/labeling-export"): READ,
+    ("GET", "/api/subsets/{subset_id}/labeling-export"): _rule("viewer"),  # records the export, as above
     ("POST", "/api/subsets/{subset_id}/label-studio/push"): MANAGE,
     ("POST", "/api/subsets/{subset_id}/label-studio/pull"): MANAGE,
     # Jobs, models, runs and experiments

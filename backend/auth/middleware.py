@@ -18,6 +18,7 @@ from http.cookies import SimpleCookie
 
 import anyio
 from sqlmodel import select
+from starlette.routing import get_route_path
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from backend.audit import trail
@@ -118,11 +119,10 @@ def refusal_for(principal: Principal, rule: Rule, params: dict) -> str | None:
                 f"ask an admin.")
     if rule.own and principal.role != "admin" and rule.own in params:
         table, column = owned_tables()[rule.own]
-        try:
-            row_id = int(params[rule.own])
-        except ValueError:
-            return None  # the route answers 422
-        exists, owner = _creator(table, column, row_id)
+        value = params[rule.own]
+        if not (value.isascii() and value.isdigit()):  # fail closed: FastAPI itself would read "5.0" as 5
+            return f"The id in the path must be a whole number, got {value!r}."
+        exists, owner = _creator(table, column, int(value))
         if exists and owner != principal.user_id:
             return (f"Only the user who created this {table.__tablename__.replace('_', ' ')} or an admin may do "
                     f"this; ask its creator or an admin.")
@@ -153,28 +153,29 @@ class AuthMiddleware:
         self.protect_docs = protect_docs
         self._flat: list | None = None
 
-    def match(self, scope: Scope) -> tuple[Rule | None, str, dict]:
+    def match(self, path: str, method: str) -> tuple[Rule | None, str, dict]:
         """The route's rule (None when no route has this method), its template and path parameters."""
         if self._flat is None:  # routes are complete once the app serves
             self._flat = api_routes(self.routes())
         template, params = None, {}
         for route in self._flat:
-            found = route.path_regex.match(scope["path"])
+            found = route.path_regex.match(path)
             if found is None:
                 continue
-            if scope["method"] in route.methods:
-                return ACCESS.get((scope["method"], route.path)), route.path, found.groupdict()
+            if method in route.methods:
+                return ACCESS.get((method, route.path)), route.path, found.groupdict()
             template, params = template or route.path, params or found.groupdict()
-        return None, template or scope["path"], params
+        return None, template or path, params
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] == "OPTIONS":
             await self.app(scope, receive, send)
             return
-        if scope["path"].startswith("/api/"):
-            rule, path, params = self.match(scope)
-        elif self.protect_docs and scope["path"] in DOCS:
-            rule, path, params = DOCS_RULE, scope["path"], {}
+        route_path = get_route_path(scope)  # without a root_path, as Starlette routes it
+        if route_path.startswith("/api/"):
+            rule, path, params = self.match(route_path, scope["method"])
+        elif self.protect_docs and route_path in DOCS:
+            rule, path, params = DOCS_RULE, route_path, {}
         else:
             await self.app(scope, receive, send)
             return
@@ -194,10 +195,13 @@ class AuthMiddleware:
         found = await anyio.to_thread.run_sync(resolve, bearer, cookie, _header(scope, CSRF_HEADER),
                                                scope["method"])
         if isinstance(found, str):
+            headers = None
             if found == INVALID:
                 self.limiter.fail(address)
-            await self._refuse(scope, receive, send, 401 if found == INVALID else 403, found,
-                               {"WWW-Authenticate": "Bearer"} if found == INVALID else None,
+                headers = {"WWW-Authenticate": "Bearer"}
+                if bearer is None:  # a stale session cookie: drop it, so the next page load is not another failure
+                    headers["Set-Cookie"] = f"{SESSION_COOKIE}=; Max-Age=0; Path=/; HttpOnly; SameSite=strict"
+            await self._refuse(scope, receive, send, 401 if found == INVALID else 403, found, headers,
                                audit=(rule, path, params, address, None))
             return
         if rule is not None:

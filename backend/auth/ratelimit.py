@@ -1,10 +1,14 @@
-"""Failed sign-ins and bad credentials per client address, in a sliding window (this API process's memory)."""
+"""Failed sign-ins and bad credentials per client address, in a sliding window (this API process's memory).
+
+The address is the one the server sees: behind a proxy every client shares the proxy's, so run uvicorn with
+--proxy-headers (and --forwarded-allow-ips for the proxy) to limit each client on its own."""
 
 import time
 from collections import deque
 from threading import Lock
 
 WINDOW_SECONDS = 300.0
+MAX_ADDRESSES = 10_000
 
 
 class FailureLimiter:
@@ -33,4 +37,7 @@ class FailureLimiter:
     def fail(self, address: str) -> None:
         with self._lock:
             now = self.clock()
+            if len(self._failures) > MAX_ADDRESSES:  # forget addresses whose window has passed
+                for stale in [a for a, times in self._failures.items() if times[-1] <= now - self.window]:
+                    del self._failures[stale]
             self._recent(address, now).append(now)

@@ -3,12 +3,12 @@
 from datetime import datetime
 from typing import Annotated
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, Field
 from sqlmodel import select
 
 from backend.audit import trail
-from backend.auth.dependencies import CurrentPrincipal
+from backend.auth.dependencies import CurrentPrincipal, current_principal
 from backend.auth.middleware import SESSION_COOKIE, client_address
 from backend.auth.roles import ROLES, allows
 from backend.auth.service import (
@@ -16,6 +16,7 @@ from backend.auth.service import (
     create_token,
     create_user,
     end_session,
+    end_session_by_cookie,
     revoke_token,
     sign_in,
     start_session,
@@ -28,6 +29,9 @@ from backend.params import Limit, Offset, PathId
 from backend.settings import get_settings
 
 router = APIRouter(tags=["auth"])
+# The middleware signs every caller in before routing; routes without a principal parameter also ask for one,
+# so a route served without the middleware in front refuses rather than trusts.
+SIGNED_IN = [Depends(current_principal)]
 Role = Annotated[str, Field(pattern="^(" + "|".join(ROLES) + ")$", description="viewer, manager or admin")]
 SIGN_IN_FAILED = "Sign-in failed: the name or the password is wrong, or the user is disabled."
 
@@ -114,6 +118,9 @@ def sign_in_route(body: SignIn, request: Request, response: Response, session: S
     if user is None:
         limiter.fail(address)
         raise AppError(401, SIGN_IN_FAILED)
+    previous = request.cookies.get(SESSION_COOKIE)
+    if previous:  # this browser's earlier session ends with the new sign-in
+        end_session_by_cookie(session, previous)
     settings = get_settings()
     row, cookie, csrf = start_session(session, user, settings.session_hours)
     trail.identify(user.id, user.name, "session")
@@ -170,7 +177,7 @@ def create_token_route(body: TokenCreate, principal: CurrentPrincipal, session: 
     return TokenCreated(**_token_read(token, user).model_dump(), token=secret)
 
 
-@router.delete("/tokens/{token_id}", status_code=204, response_class=Response)
+@router.delete("/tokens/{token_id}", status_code=204, response_class=Response, dependencies=SIGNED_IN)
 def revoke_token_route(token_id: PathId(ApiToken, "Token"), session: SessionDep) -> Response:
     """Revoke a token: it stops working at once. Yours, or anyone's for an admin."""
     token = session.get(ApiToken, token_id)
@@ -180,12 +187,13 @@ def revoke_token_route(token_id: PathId(ApiToken, "Token"), session: SessionDep)
     return Response(status_code=204)
 
 
-@router.get("/users")
+@router.get("/users", dependencies=SIGNED_IN)
 def list_users(session: SessionDep, limit: Limit = 100, offset: Offset = 0) -> list[UserRead]:
     return [_user_read(u) for u in session.exec(select(User).order_by(User.id).offset(offset).limit(limit))]
 
 
-@router.post("/users", status_code=201, responses={422: {"description": "Name taken, unknown role, short password"}})
+@router.post("/users", status_code=201, dependencies=SIGNED_IN,
+             responses={422: {"description": "Name taken, unknown role, short password"}})
 def create_user_route(body: UserCreate, session: SessionDep) -> UserRead:
     try:
         return _user_read(create_user(session, body.name, body.role, body.password))
@@ -193,7 +201,8 @@ def create_user_route(body: UserCreate, session: SessionDep) -> UserRead:
         raise AppError(422, f"User not created: {exc}.") from None
 
 
-@router.patch("/users/{user_id}", responses={422: {"description": "Unknown role, short password, last admin"}})
+@router.patch("/users/{user_id}", dependencies=SIGNED_IN,
+              responses={422: {"description": "Unknown role, short password, last admin"}})
 def update_user_route(user_id: PathId(User, "User"), body: UserUpdate, session: SessionDep) -> UserRead:
     """Change a user's role or password, or disable them (which ends their sessions; tokens stop working)."""
     user = session.get(User, user_id)

@@ -4,7 +4,7 @@ stored as sha256 hashes; passwords as argon2id hashes. Services flush; the calle
 import hashlib
 import secrets
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from sqlmodel import Session, select
 
@@ -103,6 +103,8 @@ def create_token(session: Session, user: User, name: str, *, role: str | None = 
     if narrower(role, user.role) != role:
         raise AuthError(f"a token cannot have more rights than its user: {user.name} is {user.role}, "
                         f"so ask for {user.role} or a narrower role")
+    if expires_at is not None and expires_at.tzinfo is None:
+        expires_at = expires_at.replace(tzinfo=UTC)  # a time without a zone is UTC, as the API says
     if expires_at is not None and expires_at <= utcnow():
         raise AuthError("the expiry must lie in the future")
     token = token or "bl_" + secrets.token_urlsafe(32)
@@ -166,6 +168,13 @@ def principal_for_session(session: Session, cookie: str) -> tuple[Principal, str
     return Principal(user.id, user.name, user.role, "session", session_id=user_session.id), user_session.csrf_token
 
 
+def end_session_by_cookie(session: Session, cookie: str) -> None:
+    row = session.exec(select(UserSession).where(UserSession.token_hash == hash_secret(cookie))).first()
+    if row is not None:
+        session.delete(row)
+        session.flush()
+
+
 def end_session(session: Session, session_id: int) -> None:
     row = session.get(UserSession, session_id)
     if row is not None:
@@ -190,6 +199,8 @@ def ensure_first_admin(session: Session, token: str | None = None, password: str
         admin = create_user(session, "admin", "admin", password)
         if not token:
             printed["token"] = create_token(session, admin, "admin")[1]
+    elif admin.password_hash is None and password:  # an admin from before passwords (migration 0012)
+        update_user(session, admin, password=password)
     if token and session.exec(select(ApiToken).where(ApiToken.token_hash == hash_secret(token))).first() is None:
         create_token(session, admin, "admin (BUDGETLAB_ADMIN_TOKEN)", token=token)
     return printed

@@ -9,6 +9,7 @@ CLI) have none and no quota. The refusal is a 429 that says what is in use and w
 from sqlalchemy import func
 from sqlmodel import Session, select
 
+from backend.auth.tables import User
 from backend.errors import AppError
 from backend.jobs.tables import Job, JobStatus
 from backend.settings import get_settings
@@ -29,6 +30,8 @@ def enforce(session: Session, user_id: int | None, kind: str, tokens: int) -> No
     if user_id is None:
         return
     settings = get_settings()
+    # Two submissions of one user count one after the other (Postgres; SQLite's write lock already does it).
+    session.exec(select(User.id).where(User.id == user_id).with_for_update()).first()
     count, queued = session.exec(select(func.count(), func.coalesce(func.sum(Job.work_tokens), 0)).where(
         Job.created_by_id == user_id, Job.status.in_(UNFINISHED))).one()
     cancel = "Cancel one on its page (or POST /api/jobs/{id}/cancel), or wait for one to finish, then try again"

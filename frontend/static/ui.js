@@ -107,6 +107,9 @@ export function forecastShare(share, low, high, { strong = false } = {}) {
     interval && " ", interval && h("span", { class: "muted small share-interval", title: "95% interval" }, interval));
 }
 
+// "<date> · by <user>": when a row was created, and by whom (rows from before users, or the system's, have no one).
+export const createdText = (row) => `${fmt.date(row.created_at)}${row.created_by ? ` · by ${row.created_by}` : ""}`;
+
 export function badge(text, kind = "") {
   return h("span", { class: `badge ${kind ? `badge-${kind}` : ""}`.trim(), "data-status": kind || null }, text);
 }

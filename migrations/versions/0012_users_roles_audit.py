@@ -110,6 +110,10 @@ def downgrade() -> None:
     op.drop_table('audit_event')
     op.drop_index(op.f('ix_user_session_user_id'), table_name='user_session')
     op.drop_table('user_session')
+    # Without roles, expiry and revocation a token could do everything: drop those that must not work.
+    op.execute("DELETE FROM api_token WHERE revoked_at IS NOT NULL OR expires_at IS NOT NULL OR role = 'viewer' "
+               "OR user_id IN (SELECT id FROM app_user WHERE disabled = " + ("1" if op.get_bind().dialect.name ==
+                                                                            "sqlite" else "true") + ")")
     with op.batch_alter_table('api_token', table_kwargs=KEEP_AUTOINCREMENT) as batch_op:
         batch_op.add_column(sa.Column('is_admin', sa.Boolean(), nullable=False, server_default=sa.false()))
     op.execute("UPDATE api_token SET is_admin = (role = 'admin')")

@@ -95,3 +95,25 @@ def test_managers_delete_only_what_they_created_and_admins_anything(client, make
     assert "Only the user who created this" in refused.json()["detail"]
     owner = ADMIN_TOKEN if kind == "token" else alice  # an admin may delete anyone's; the owner their own
     assert client.delete(path, headers=bearer(owner)).status_code == 204
+
+
+@pytest.mark.parametrize("spelling", ["{id}.0", "{id}%2E0", "0{id}", "+{id}"])
+def test_an_id_spelt_otherwise_never_skips_the_creator_check(client, make_user, spelling):
+    """FastAPI reads "5.0" as 5: the creator check must not let such a spelling through."""
+    _, alice = make_user("manager")
+    _, bob = make_user("manager")
+    pool = client.post("/api/pools/demo", json={}, headers=bearer(alice)).json()
+    path = "/api/pools/" + spelling.format(id=pool["id"])
+    answer = client.delete(path, headers=bearer(bob))
+    assert answer.status_code in (403, 404, 422), (path, answer.status_code)
+    assert client.get(f"/api/pools/{pool['id']}").status_code == 200  # still there
+
+
+def test_a_root_path_does_not_route_around_the_checks(app):
+    from fastapi.testclient import TestClient
+
+    with TestClient(app, root_path="/prefix") as prefixed:
+        anonymous = prefixed.post("/prefix/api/users", json={"name": "intruder", "role": "admin",
+                                                             "password": "0123456789"})
+        assert anonymous.status_code == 401
+        assert prefixed.get("/prefix/api/pools", headers=bearer(ADMIN_TOKEN)).status_code == 200

@@ -118,3 +118,48 @@ def test_bad_credentials_are_limited_per_address(service_env, monkeypatch):
         assert signing_in.status_code == 429
         other = client.get("/api/pools", headers=bearer(ADMIN_TOKEN) | {"X-Forwarded-For": "10.0.0.9"})
         assert other.status_code == 429  # a header the client sets does not change its address
+
+
+def test_a_naive_expiry_is_utc_and_a_stale_cookie_is_dropped(client, make_user):
+    _, token = make_user("viewer")
+    made = client.post("/api/tokens", json={"name": "naive", "expires_at": "2099-01-01T00:00:00"},
+                       headers=bearer(token))
+    assert made.status_code == 201 and made.json()["expires_at"].startswith("2099-01-01T00:00:00")
+    client.cookies.clear()
+    stale = client.get("/api/session", headers=ANONYMOUS, cookies={"budgetlab_session": "ended-long-ago"})
+    assert stale.status_code == 401 and "budgetlab_session=;" in stale.headers["set-cookie"]
+    assert "Max-Age=0" in stale.headers["set-cookie"]
+    client.cookies.clear()
+
+
+def test_signing_in_again_ends_the_browsers_earlier_session(client, make_user):
+    user, _ = make_user("viewer")
+    client.cookies.clear()
+    assert sign_in(client, user["name"]).status_code == 200
+    first = client.cookies.get("budgetlab_session")
+    assert sign_in(client, user["name"]).status_code == 200
+    second = client.cookies.get("budgetlab_session")
+    assert first != second
+    client.cookies.clear()
+    assert client.get("/api/session", headers=ANONYMOUS, cookies={"budgetlab_session": first}).status_code == 401
+    client.cookies.clear()
+    assert client.get("/api/session", headers=ANONYMOUS, cookies={"budgetlab_session": second}).status_code == 200
+    client.cookies.clear()
+
+
+def test_a_first_admin_without_a_password_gets_the_configured_one(db_session):
+    """Deployments upgraded by migration 0012 have an admin with tokens only; BUDGETLAB_ADMIN_PASSWORD sets it."""
+    from sqlmodel import select
+
+    from backend.auth.service import ensure_first_admin
+    from backend.auth.service import sign_in as check
+    from backend.auth.tables import User
+
+    admin = db_session.exec(select(User).where(User.role == "admin").order_by(User.id)).first()
+    admin.password_hash = None
+    db_session.add(admin)
+    db_session.flush()
+    assert ensure_first_admin(db_session, None, "a configured password") == {}
+    assert check(db_session, admin.name, "a configured password") is not None
+    assert ensure_first_admin(db_session, None, "another password") == {}  # a set password is kept
+    assert check(db_session, admin.name, "another password") is None

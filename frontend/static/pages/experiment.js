@@ -2,10 +2,7 @@
 // (learning curves, accuracy gain against learnable %, the summary table).
 import { api } from "../api.js";
 import { h, replace } from "../dom.js";
-import {
-  ACTIVE_STATUSES, card, emptyState, fmt, forecastShare, notify, renderFigure, reportError, restartablePolling,
-  startPolling, statusBadge,
-} from "../ui.js";
+import { ACTIVE_STATUSES, card, createdText, emptyState, fmt, forecastShare, notify, renderFigure, reportError, restartablePolling, startPolling, statusBadge } from "../ui.js";
 
 export async function renderExperiment(ctx, experimentId) {
   const state = { experiment: null, tableJson: "", openDetails: new Set() };
@@ -112,7 +109,7 @@ export async function renderExperiment(ctx, experimentId) {
       fact("Model", (x.settings && x.settings.model) || "–"),
       fact("Grading", (x.settings && x.settings.grading_policy) || "–"),
       fact("Steps", (x.settings && x.settings.max_steps) ?? "–"),
-      fact("Created", fmt.date(x.created_at)));
+      fact("Created", createdText(x)));
     // The predicted learnable share comes from the probe: it holds for the probe's model and grading only.
     caveat.hidden = x.forecast_applies !== false;
     replace(caveat, x.forecast_applies === false

@@ -1,7 +1,7 @@
 // Every experiment, and the single runs trained from the planner's "Train on this subset".
 import { api } from "../api.js";
 import { h, replace } from "../dom.js";
-import { ACTIVE_STATUSES, card, emptyState, fmt, startPolling, statusBadge } from "../ui.js";
+import { ACTIVE_STATUSES, card, createdText, emptyState, fmt, startPolling, statusBadge } from "../ui.js";
 import { budgetText } from "./experiment.js";
 
 export function renderExperiments(ctx) {
@@ -28,7 +28,7 @@ export function renderExperiments(ctx) {
         h("td", { class: "muted nowrap" }, budgetText(x.budget)),
         h("td", { class: "num" }, fmt.int(x.n)),
         h("td", { class: "small" }, (x.strategies || []).join(", ")),
-        h("td", { class: "muted nowrap" }, fmt.date(x.created_at)))))));
+        h("td", { class: "muted nowrap" }, createdText(x)))))));
   }
 
   function runTable(runs) {
@@ -43,7 +43,7 @@ export function renderExperiments(ctx) {
         h("td", null, run.strategy || "–"),
         h("td", { class: "mono small" }, run.model),
         h("td", { class: "num" }, `${fmt.int(run.job.progress_done)} / ${fmt.int(run.job.progress_total)}`),
-        h("td", { class: "muted nowrap" }, fmt.date(run.created_at)))))));
+        h("td", { class: "muted nowrap" }, createdText(run)))))));
   }
 
   // Refreshed while anything trains, so statuses move without a reload.

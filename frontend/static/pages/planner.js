@@ -1,9 +1,6 @@
 import { ApiError, api, download, downloadPost } from "../api.js";
 import { h, replace } from "../dom.js";
-import {
-  badge, card, clearError, debounce, emptyState, field, fmt, forecastShare, notify, renderFigure, reportError, select,
-  statusBadge,
-} from "../ui.js";
+import { badge, card, clearError, createdText, debounce, emptyState, field, fmt, forecastShare, notify, renderFigure, reportError, select, statusBadge } from "../ui.js";
 import { labelingExport, trustPanel } from "../labeling.js";
 import { trainingForm } from "../training.js";
 import { difficultyBar, fetchPool } from "./pool.js";
@@ -439,7 +436,7 @@ export async function renderPlanner(ctx, probeId) {
       replace(experimentList, h("h3", null, "Experiments on this probe"),
         h("ul", { class: "link-list" }, experiments.map((x) => h("li", null,
           h("a", { href: `#/experiments/${x.id}` }, x.name || `Experiment #${x.id}`), " ", statusBadge(x.status),
-          h("span", { class: "muted small" }, ` ${fmt.int(x.n)} prompts · ${(x.strategies || []).join(", ")} · ${fmt.date(x.created_at)}`)))));
+          h("span", { class: "muted small" }, ` ${fmt.int(x.n)} prompts · ${(x.strategies || []).join(", ")} · ${createdText(x)}`)))));
     } catch (err) {
       reportError(err);
     }
@@ -461,7 +458,7 @@ export async function renderPlanner(ctx, probeId) {
             h("td", { class: "num" }, fmt.int(s.n)),
             h("td", { class: "muted nowrap" }, budgetText(s)),
             h("td", { class: "num" }, forecastShare(s.predicted_learnable_share, s.predicted_learnable_share_low, s.predicted_learnable_share_high)),
-            h("td", { class: "muted nowrap" }, fmt.date(s.created_at)),
+            h("td", { class: "muted nowrap" }, createdText(s)),
             h("td", null, exportButtons(s, false))))))));
     } catch (err) {
       reportError(err);

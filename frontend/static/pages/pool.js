@@ -1,8 +1,6 @@
 import { ApiError, api } from "../api.js";
 import { h, replace } from "../dom.js";
-import {
-  badge, card, clearPlot, emptyState, field, fmt, notify, renderFigure, reportError, select, stat,
-} from "../ui.js";
+import { badge, card, clearPlot, createdText, emptyState, field, fmt, notify, renderFigure, reportError, select, stat } from "../ui.js";
 import { exportsTable, importLabels, importReport, jobProgress, trustPanel, undoReport } from "../labeling.js";
 
 const ACTIVE = new Set(["queued", "running", "cancelling"]);
@@ -156,7 +154,7 @@ export async function renderPool(ctx, poolId) {
       fact("Task type", pool.task_type || "–"),
       fact("Answers", pool.has_answers ? "gold answers" : "none (label-free)"),
       fact("Source", pool.source_filename || pool.source_format || "–"),
-      fact("Created", fmt.date(pool.created_at)));
+      fact("Created", createdText(pool)));
     banner.hidden = Boolean(pool.has_answers);
   }
 
@@ -751,7 +749,7 @@ export async function renderPool(ctx, poolId) {
       replace(subsetsBox, subsets.length === 0 ? emptyState("No frozen subsets yet: plan a budget and freeze one.")
         : h("ul", { class: "link-list" }, subsets.map((x) => h("li", { "data-subset-id": x.id },
           h("a", { href: `#/subsets/${x.id}`, "data-testid": `subset-link-${x.id}` }, x.name),
-          h("span", { class: "muted small" }, ` · ${fmt.int(x.n)} prompts · ${x.strategy} · probe #${x.probe_id} · ${fmt.date(x.created_at)}`)))));
+          h("span", { class: "muted small" }, ` · ${fmt.int(x.n)} prompts · ${x.strategy} · probe #${x.probe_id} · ${createdText(x)}`)))));
     } catch (err) {
       reportError(err);
     }

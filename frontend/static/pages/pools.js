@@ -1,6 +1,6 @@
 import { api, can, currentUser } from "../api.js";
 import { h, replace } from "../dom.js";
-import { badge, card, emptyState, field, fmt, notify, reportError, select } from "../ui.js";
+import { badge, card, createdText, emptyState, field, fmt, notify, reportError, select } from "../ui.js";
 
 const FORMATS = [["auto", "auto (from the file name)"], ["jsonl", "jsonl"], ["csv", "csv"], ["tsv", "tsv"], ["parquet", "parquet"], ["json", "json"]];
 // Used until GET /api/pools/presets answers (it has the presets' field names and titles).
@@ -51,7 +51,7 @@ export function renderPools(ctx) {
         h("td", null, pool.has_answers ? badge("gold answers", "ok") : badge("label-free", "warn")),
         h("td", { class: "num" }, fmt.int(pool.prompt_count)),
         h("td", { class: "muted" }, pool.source_filename || pool.source_format || "–"),
-        h("td", { class: "muted nowrap" }, fmt.date(pool.created_at), pool.created_by && ` · ${pool.created_by}`),
+        h("td", { class: "muted nowrap" }, createdText(pool)),
         // Managers delete their own pools, admins any.
         h("td", { class: "right" }, (can("admin") || (can("manager") && pool.created_by === currentUser().name)) && h("button", {
           type: "button", class: "btn btn-ghost btn-small btn-danger", "data-testid": `delete-pool-${pool.id}`,

@@ -1,9 +1,7 @@
 // One GRPO training run: its job, live curves, downloads and everything needed to reproduce it.
 import { api, download } from "../api.js";
 import { h, replace } from "../dom.js";
-import {
-  ACTIVE_STATUSES, card, emptyState, fmt, notify, renderFigure, reportError, restartablePolling, startPolling, statusBadge,
-} from "../ui.js";
+import { ACTIVE_STATUSES, card, createdText, emptyState, fmt, notify, renderFigure, reportError, restartablePolling, startPolling, statusBadge } from "../ui.js";
 
 // (figure key from GET /api/runs/{id}/figures, container id)
 const CHARTS = [
@@ -135,7 +133,7 @@ export async function renderRun(ctx, runId) {
       fact("Model", run.model),
       fact("Grading", run.grading_policy || "–"),
       fact("Evaluation pool", poolName(run.eval_pool_id)),
-      fact("Created", fmt.date(run.created_at)));
+      fact("Created", createdText(run)));
     // Difficulty (and so the subset's forecast) holds for the probe's model and grading only.
     caveat.hidden = run.forecast_applies !== false;
     replace(caveat, run.forecast_applies === false

@@ -1,7 +1,7 @@
 // A frozen subset: its facts, and labeling: export for labeling, Label Studio push/pull, import labels.
 import { api, download } from "../api.js";
 import { h, replace } from "../dom.js";
-import { card, emptyState, field, fmt, forecastShare, notify, reportError } from "../ui.js";
+import { card, createdText, emptyState, field, fmt, forecastShare, notify, reportError } from "../ui.js";
 import {
   exportsTable, importLabels, jobProgress, labelStudioSettings, labelingExport, webHref,
 } from "../labeling.js";
@@ -167,7 +167,7 @@ export async function renderSubset(ctx, subsetId) {
       forecastShare(s.predicted_learnable_share, s.predicted_learnable_share_low, s.predicted_learnable_share_high)),
     !labelFree && fact("Mean pass rate", fmt.num(s.mean_pass_rate)),
     fact("Seed · G", `${s.seed} · ${s.group_size}`),
-    fact("Frozen", fmt.date(s.created_at)));
+    fact("Frozen", createdText(s)));
   replace(importBox, importLabels(ctx, s.pool_id, { onImported: () => loadLabels() }));
   await Promise.all([settings.load(), loadLabels()]);
 }
