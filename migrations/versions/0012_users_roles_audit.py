@@ -86,6 +86,7 @@ def upgrade() -> None:
     op.create_index(op.f('ix_audit_event_at'), 'audit_event', ['at'], unique=False)
     op.create_index(op.f('ix_audit_event_kind'), 'audit_event', ['kind'], unique=False)
     op.create_index(op.f('ix_audit_event_user_id'), 'audit_event', ['user_id'], unique=False)
+    _append_only()
     with op.batch_alter_table('job', table_kwargs=KEEP_AUTOINCREMENT) as batch_op:
         batch_op.add_column(sa.Column('work_tokens', sa.BigInteger(), server_default='0', nullable=False))
     for table in CREATED_BY:
@@ -96,6 +97,20 @@ def upgrade() -> None:
             batch_op.create_index(batch_op.f(f'ix_{table}_created_by_id'), ['created_by_id'], unique=False)
 
 
+def _append_only() -> None:
+    """The database itself refuses to change or delete an audit row (users are disabled, never deleted, so the
+    user_id foreign key never nulls one either)."""
+    if op.get_bind().dialect.name == "sqlite":
+        for action in ("UPDATE", "DELETE"):
+            op.execute(f"CREATE TRIGGER audit_event_no_{action.lower()} BEFORE {action} ON audit_event "
+                       f"BEGIN SELECT RAISE(ABORT, 'audit_event is append-only'); END")
+        return
+    op.execute("CREATE FUNCTION audit_event_append_only() RETURNS trigger LANGUAGE plpgsql AS "
+               "$$ BEGIN RAISE EXCEPTION 'audit_event is append-only'; END $$")
+    op.execute("CREATE TRIGGER audit_event_append_only BEFORE UPDATE OR DELETE ON audit_event "
+               "FOR EACH ROW EXECUTE FUNCTION audit_event_append_only()")
+
+
 def downgrade() -> None:
     for table in reversed(CREATED_BY):
         with op.batch_alter_table(table, table_kwargs=KEEP_AUTOINCREMENT) as batch_op:
@@ -104,6 +119,9 @@ def downgrade() -> None:
             batch_op.drop_column('created_by_id')
     with op.batch_alter_table('job', table_kwargs=KEEP_AUTOINCREMENT) as batch_op:
         batch_op.drop_column('work_tokens')
+    if op.get_bind().dialect.name != "sqlite":
+        op.execute("DROP TRIGGER audit_event_append_only ON audit_event")
+        op.execute("DROP FUNCTION audit_event_append_only()")
     op.drop_index(op.f('ix_audit_event_user_id'), table_name='audit_event')
     op.drop_index(op.f('ix_audit_event_kind'), table_name='audit_event')
     op.drop_index(op.f('ix_audit_event_at'), table_name='audit_event')

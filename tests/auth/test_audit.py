@@ -89,3 +89,16 @@ def test_filters_pages_and_a_csv_a_spreadsheet_will_not_run(client):
     rows = list(csv.DictReader(io.StringIO(exported.text)))
     assert rows and all(row["actor"] == "'" + formula for row in rows)
     assert client.get("/api/audit", params={"limit": 501}, headers=bearer(ADMIN_TOKEN)).status_code == 422
+
+
+@pytest.mark.parametrize("statement", ["UPDATE audit_event SET outcome = 'succeeded'", "DELETE FROM audit_event"])
+def test_the_database_refuses_to_change_or_delete_audit_rows(any_client, statement):
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    from backend.database import get_engine
+
+    assert any_client.post("/api/pools/demo", json={}).status_code == 201  # at least one row
+    with pytest.raises(DBAPIError, match="append-only"), get_engine().begin() as connection:
+        connection.execute(text(statement))
+    assert any_client.get("/api/audit").json()
