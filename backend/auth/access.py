@@ -18,10 +18,11 @@ class Rule:
     role: str
     own: str | None = None
     changes: bool = True
+    identifies: bool = False  # public, but names the caller when credentials come along
 
 
-def _rule(role: str, *, own: str | None = None, changes: bool = True) -> Rule:
-    return Rule(role if role == PUBLIC else check_role(role), own, changes)
+def _rule(role: str, *, own: str | None = None, changes: bool = True, identifies: bool = False) -> Rule:
+    return Rule(role if role == PUBLIC else check_role(role), own, changes, identifies)
 
 
 READ = _rule("viewer", changes=False)
@@ -32,7 +33,7 @@ ACCESS: dict[tuple[str, str], Rule] = {
     ("GET", "/api/health"): _rule(PUBLIC, changes=False),
     # Sign-in, the session and tokens: everyone signs in and out and manages their own tokens.
     ("POST", "/api/session"): _rule(PUBLIC),
-    ("GET", "/api/session"): READ,
+    ("GET", "/api/session"): _rule(PUBLIC, changes=False, identifies=True),  # who am I: anonymous is an answer
     ("DELETE", "/api/session"): _rule("viewer"),
     ("GET", "/api/tokens"): READ,
     ("POST", "/api/tokens"): _rule("viewer"),

@@ -181,7 +181,14 @@ class AuthMiddleware:
             return
         address = client_address(scope)
         if rule is not None and rule.role == PUBLIC:
-            await self._run(scope, receive, send, rule, path, params, address, None)
+            principal = None
+            if rule.identifies and (bearer_token(scope) is not None or session_cookie(scope) is not None):
+                found = await anyio.to_thread.run_sync(resolve, bearer_token(scope), session_cookie(scope), None,
+                                                       scope["method"])
+                principal = found if isinstance(found, Principal) else None
+                if principal is not None:
+                    scope.setdefault("state", {})[STATE_KEY] = principal
+            await self._run(scope, receive, send, rule, path, params, address, principal)
             return
         wait = self.limiter.retry_after(address)
         if wait is not None:

@@ -9,7 +9,7 @@ from sqlmodel import select
 
 from backend.audit import trail
 from backend.auth.dependencies import CurrentPrincipal, current_principal
-from backend.auth.middleware import SESSION_COOKIE, client_address
+from backend.auth.middleware import SESSION_COOKIE, STATE_KEY, client_address
 from backend.auth.roles import ROLES, allows
 from backend.auth.service import (
     AuthError,
@@ -42,10 +42,11 @@ class SignIn(BaseModel):
 
 
 class SessionRead(BaseModel):
-    user_id: int
-    name: str
-    role: str
-    via: str = Field(description="session (browser) or token")
+    signed_in: bool = Field(True, description="False: no valid credentials came with the request (the rest is null)")
+    user_id: int | None
+    name: str | None
+    role: str | None
+    via: str | None = Field(description="session (browser) or token")
     csrf_token: str | None = Field(None, description="A browser session's token to send as X-CSRF-Token with "
                                                       "every change; None for a bearer token")
 
@@ -131,8 +132,12 @@ def sign_in_route(body: SignIn, request: Request, response: Response, session: S
 
 
 @router.get("/session")
-def who_am_i(principal: CurrentPrincipal, session: SessionDep) -> SessionRead:
-    """Who this request acts as (and, for a browser session, its CSRF token, so a reloaded page has it)."""
+def who_am_i(request: Request, session: SessionDep) -> SessionRead:
+    """Who this request acts as (and, for a browser session, its CSRF token, so a reloaded page has it);
+    `signed_in: false` without valid credentials: the page asks this before it knows."""
+    principal = getattr(request.state, STATE_KEY, None)
+    if principal is None:
+        return SessionRead(signed_in=False, user_id=None, name=None, role=None, via=None)
     browser = session.get(UserSession, principal.session_id) if principal.session_id is not None else None
     return SessionRead(user_id=principal.user_id, name=principal.name, role=principal.role, via=principal.via,
                        csrf_token=browser.csrf_token if browser else None)

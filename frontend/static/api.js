@@ -91,12 +91,8 @@ export async function api(path, { method = "GET", json, form, redirectOn401 = tr
 
 // Who is signed in (from the session cookie), or null; called once when the app starts.
 export async function loadSession() {
-  try {
-    current = await api("/api/session", { redirectOn401: false });
-  } catch (err) {
-    if (err.status !== 401) throw err;
-    current = null;
-  }
+  const me = await api("/api/session", { redirectOn401: false });
+  current = me && me.signed_in ? me : null;
   return current;
 }
 

@@ -24,6 +24,7 @@ def test_sign_in_sets_a_strict_httponly_cookie_and_changes_need_the_csrf_token(c
     csrf = answer.json()["csrf_token"]
     me = client.get("/api/session", headers=ANONYMOUS)
     assert me.status_code == 200 and me.json()["name"] == user["name"] and me.json()["via"] == "session"
+    assert me.json()["signed_in"] and me.json()["csrf_token"] == answer.json()["csrf_token"]
     no_csrf = client.post("/api/tokens", json={"name": "x"}, headers=ANONYMOUS)
     assert no_csrf.status_code == 403 and "CSRF" in no_csrf.json()["detail"]
     wrong_csrf = client.post("/api/tokens", json={"name": "x"}, headers={**ANONYMOUS, "X-CSRF-Token": "guess"})
@@ -34,8 +35,12 @@ def test_sign_in_sets_a_strict_httponly_cookie_and_changes_need_the_csrf_token(c
     old_cookie = client.cookies.get("budgetlab_session")
     assert client.delete("/api/session", headers={**ANONYMOUS, "X-CSRF-Token": csrf}).status_code == 204
     client.cookies.clear()
-    replayed = client.get("/api/session", headers=ANONYMOUS, cookies={"budgetlab_session": old_cookie})
+    replayed = client.get("/api/tokens", headers=ANONYMOUS, cookies={"budgetlab_session": old_cookie})
     assert replayed.status_code == 401 and replayed.json()["detail"] == INVALID
+    client.cookies.clear()
+    # Asking who one is never fails: the sign-in page asks it first.
+    anonymous = client.get("/api/session", headers=ANONYMOUS, cookies={"budgetlab_session": old_cookie})
+    assert anonymous.status_code == 200 and anonymous.json()["signed_in"] is False
     client.cookies.clear()
 
 
@@ -52,10 +57,10 @@ def test_a_bad_sign_in_never_says_which_part_was_wrong(client, make_user):
 
 def test_a_disabled_user_is_signed_out_and_their_tokens_stop(client, make_user):
     user, token = make_user("manager")
-    assert client.get("/api/session", headers=bearer(token)).status_code == 200
+    assert client.get("/api/tokens", headers=bearer(token)).status_code == 200
     disabled = client.patch(f"/api/users/{user['id']}", json={"disabled": True}, headers=bearer(ADMIN_TOKEN))
     assert disabled.status_code == 200 and disabled.json()["disabled"] is True
-    assert client.get("/api/session", headers=bearer(token)).status_code == 401
+    assert client.get("/api/tokens", headers=bearer(token)).status_code == 401
     assert sign_in(client, user["name"]).status_code == 401
 
 
@@ -82,18 +87,18 @@ def test_tokens_are_listed_revoked_and_expire(client, make_user):
     assert {t["user"] for t in everyone} >= {user["name"], "admin"}
     # Expiry
     short = made.json()["token"]
-    assert client.get("/api/session", headers=bearer(short)).status_code == 200
+    assert client.get("/api/tokens", headers=bearer(short)).status_code == 200
     import time
 
     time.sleep(max(0.0, (soon - datetime.now(UTC)).total_seconds()) + 0.2)
-    assert client.get("/api/session", headers=bearer(short)).status_code == 401
+    assert client.get("/api/tokens", headers=bearer(short)).status_code == 401
     past = client.post("/api/tokens", json={"name": "past", "expires_at": "2020-01-01T00:00:00Z"},
                        headers=bearer(token))
     assert past.status_code == 422 and "future" in past.json()["detail"]
     # Revocation stops it at once, and is listed.
     other = client.post("/api/tokens", json={"name": "revoke me"}, headers=bearer(token)).json()
     assert client.delete(f"/api/tokens/{other['id']}", headers=bearer(token)).status_code == 204
-    assert client.get("/api/session", headers=bearer(other["token"])).status_code == 401
+    assert client.get("/api/tokens", headers=bearer(other["token"])).status_code == 401
     revoked = next(t for t in client.get("/api/tokens", headers=bearer(token)).json() if t["id"] == other["id"])
     assert revoked["revoked_at"] is not None
 
@@ -126,7 +131,7 @@ def test_a_naive_expiry_is_utc_and_a_stale_cookie_is_dropped(client, make_user):
                        headers=bearer(token))
     assert made.status_code == 201 and made.json()["expires_at"].startswith("2099-01-01T00:00:00")
     client.cookies.clear()
-    stale = client.get("/api/session", headers=ANONYMOUS, cookies={"budgetlab_session": "ended-long-ago"})
+    stale = client.get("/api/tokens", headers=ANONYMOUS, cookies={"budgetlab_session": "ended-long-ago"})
     assert stale.status_code == 401 and "budgetlab_session=;" in stale.headers["set-cookie"]
     assert "Max-Age=0" in stale.headers["set-cookie"]
     client.cookies.clear()
@@ -141,9 +146,9 @@ def test_signing_in_again_ends_the_browsers_earlier_session(client, make_user):
     second = client.cookies.get("budgetlab_session")
     assert first != second
     client.cookies.clear()
-    assert client.get("/api/session", headers=ANONYMOUS, cookies={"budgetlab_session": first}).status_code == 401
+    assert client.get("/api/tokens", headers=ANONYMOUS, cookies={"budgetlab_session": first}).status_code == 401
     client.cookies.clear()
-    assert client.get("/api/session", headers=ANONYMOUS, cookies={"budgetlab_session": second}).status_code == 200
+    assert client.get("/api/tokens", headers=ANONYMOUS, cookies={"budgetlab_session": second}).status_code == 200
     client.cookies.clear()
 
 

@@ -92,6 +92,6 @@ def test_an_admin_adds_a_user_reads_the_audit_log_and_signing_out_ends_the_sessi
     cookie = next(c["value"] for c in page.context.cookies() if c["name"] == "budgetlab_session")
     page.click("#signout-button")
     page.wait_for_url("**/#/signin")
-    replayed = page.request.get(f"{server}/api/session", headers={"Cookie": f"budgetlab_session={cookie}"})
+    replayed = page.request.get(f"{server}/api/tokens", headers={"Cookie": f"budgetlab_session={cookie}"})
     assert replayed.status == 401
     assert refused_problems(page) == []
