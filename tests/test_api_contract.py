@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections import Counter
 
 import httpx
@@ -34,7 +35,17 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from tests.conftest import ADMIN_TOKEN, ROOT, start_worker, stop_worker
+from tests.conftest import (
+    ADMIN_PASSWORD,
+    ADMIN_TOKEN,
+    ROOT,
+    clear_caches,
+    create_pg_database,
+    drop_pg_database,
+    start_worker,
+    stop_worker,
+    upgrade_head,
+)
 from tests.subsets.conftest import make_probed_pool
 
 CASES_PER_OPERATION = 25  # x 2 modes x 31 operations: > 1,000 requests
@@ -59,6 +70,9 @@ SEMANTIC_REFUSALS = {
     "POST /api/pools/{pool_id}/labels": "the file must hold labels (Label Studio, Argilla, CSV or JSONL with id and "
                                         "answer) for the pool's prompts; the schema can only say 'binary'",
     "PUT /api/label-studio": "a Label Studio server must answer at the URL and accept the key",
+    "POST /api/users": "a user's name must be free and not blank",
+    "PATCH /api/users/{user_id}": "the last active admin stays an active admin",
+    "POST /api/tokens": "an expiry must lie in the future",
 }
 SEMANTIC_STATUSES = {400, 415, 422}
 # Generated Label Studio URLs must never send the server anywhere but this machine.
@@ -73,8 +87,30 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def live_api(service_env, app, tmp_path_factory):  # `app` registers the admin token
+def contract_env(service_env):
+    """A database and broker prefix of its own: the fuzzer creates users, changes passwords and revokes tokens,
+    which must not reach the other tests' admin."""
+    from backend.auth.service import ensure_first_admin
+    from backend.database import session_scope
+
+    name, url = create_pg_database()
+    env = {**service_env, "DATABASE_URL": url, "BUDGETLAB_BROKER_PREFIX": f"contract-{uuid.uuid4().hex[:8]}:"}
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        clear_caches()
+        upgrade_head(url)
+        with session_scope() as session:
+            ensure_first_admin(session, ADMIN_TOKEN, ADMIN_PASSWORD)
+        yield env
+    clear_caches()
+    drop_pg_database(name)
+
+
+@pytest.fixture(scope="module")
+def live_api(contract_env, tmp_path_factory):
     """A uvicorn process serving the app on a free port, and a worker consuming its queues."""
+    service_env = contract_env
     logs = tmp_path_factory.mktemp("contract")
     worker = start_worker(service_env, logs / "worker.log")
     port = _free_port()
@@ -96,7 +132,7 @@ def live_api(service_env, app, tmp_path_factory):  # `app` registers the admin t
         yield base
         # Probes and runs the fuzzer started would keep the worker busy: cancel them before it stops.
         auth = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-        for job in httpx.get(f"{base}/api/jobs?limit=1000", headers=auth).json():
+        for job in httpx.get(f"{base}/api/jobs?limit=500", headers=auth).json():
             if job["status"] in ("queued", "running"):
                 httpx.post(f"{base}/api/jobs/{job['id']}/cancel", headers=auth)
     finally:

@@ -4,12 +4,13 @@ from datetime import datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from sqlmodel import select
 
 from backend.audit import trail
 from backend.auth.dependencies import CurrentPrincipal, current_principal
 from backend.auth.middleware import SESSION_COOKIE, STATE_KEY, client_address
+from backend.auth.passwords import MIN_LENGTH
 from backend.auth.roles import ROLES, allows
 from backend.auth.service import (
     AuthError,
@@ -33,12 +34,15 @@ router = APIRouter(tags=["auth"])
 # so a route served without the middleware in front refuses rather than trusts.
 SIGNED_IN = [Depends(current_principal)]
 Role = Annotated[str, Field(pattern="^(" + "|".join(ROLES) + ")$", description="viewer, manager or admin")]
+STRICT_BODY = ConfigDict(extra="forbid")  # a misspelt field is an error, not silently ignored
+NO_NUL = r"^[^\u0000]*$"  # stated in the schema: text with NUL is refused (422) before any query sees it
 SIGN_IN_FAILED = "Sign-in failed: the name or the password is wrong, or the user is disabled."
 
 
 class SignIn(BaseModel):
-    name: str = Field(min_length=1, max_length=64)
-    password: str = Field(min_length=1, max_length=1024)
+    model_config = STRICT_BODY
+    name: str = Field(min_length=1, max_length=64, pattern=NO_NUL)
+    password: str = Field(min_length=1, max_length=1024, pattern=NO_NUL)
 
 
 class SessionRead(BaseModel):
@@ -52,7 +56,8 @@ class SessionRead(BaseModel):
 
 
 class TokenCreate(BaseModel):
-    name: str = Field(min_length=1, max_length=100)
+    model_config = STRICT_BODY
+    name: str = Field(min_length=1, max_length=100, pattern=NO_NUL)
     role: Role | None = Field(None, description="Narrower than yours, or yours when left out")
     expires_at: datetime | None = Field(None, description="When it stops working (UTC); never when left out")
 
@@ -74,15 +79,17 @@ class TokenCreated(TokenRead):
 
 
 class UserCreate(BaseModel):
-    name: str = Field(min_length=1, max_length=64)
+    model_config = STRICT_BODY
+    name: str = Field(min_length=1, max_length=64, pattern=NO_NUL, description="Unique; not blank")
     role: Role
-    password: str | None = Field(None, min_length=1, max_length=1024,
+    password: str | None = Field(None, min_length=MIN_LENGTH, max_length=1024, pattern=NO_NUL,
                                  description="For the browser; without it the user signs in with tokens only")
 
 
 class UserUpdate(BaseModel):
+    model_config = STRICT_BODY
     role: Role | None = None
-    password: str | None = Field(None, min_length=1, max_length=1024)
+    password: str | None = Field(None, min_length=MIN_LENGTH, max_length=1024, pattern=NO_NUL)
     disabled: bool | None = None
 
 
@@ -182,12 +189,17 @@ def create_token_route(body: TokenCreate, principal: CurrentPrincipal, session: 
     return TokenCreated(**_token_read(token, user).model_dump(), token=secret)
 
 
-@router.delete("/tokens/{token_id}", status_code=204, response_class=Response, dependencies=SIGNED_IN)
-def revoke_token_route(token_id: PathId(ApiToken, "Token"), session: SessionDep) -> Response:
-    """Revoke a token: it stops working at once. Yours, or anyone's for an admin."""
+@router.delete("/tokens/{token_id}", status_code=204, response_class=Response,
+               responses={409: {"description": "The token this request is made with"}})
+def revoke_token_route(token_id: PathId(ApiToken, "Token"), principal: CurrentPrincipal,
+                       session: SessionDep) -> Response:
+    """Revoke a token: it stops working at once. Yours, or anyone's for an admin; not the one this request uses."""
     token = session.get(ApiToken, token_id)
     if token is None:
         raise not_found("Token", token_id)
+    if token.id == principal.token_id:
+        raise AppError(409, "This request is made with that token: revoke it with another token or from the "
+                            "browser, so you are not locked out midway.")
     revoke_token(session, token)
     return Response(status_code=204)
 
@@ -206,13 +218,17 @@ def create_user_route(body: UserCreate, session: SessionDep) -> UserRead:
         raise AppError(422, f"User not created: {exc}.") from None
 
 
-@router.patch("/users/{user_id}", dependencies=SIGNED_IN,
-              responses={422: {"description": "Unknown role, short password, last admin"}})
-def update_user_route(user_id: PathId(User, "User"), body: UserUpdate, session: SessionDep) -> UserRead:
+@router.patch("/users/{user_id}", responses={
+    409: {"description": "Disabling yourself or changing your own role"},
+    422: {"description": "Unknown role, short password, last admin"}})
+def update_user_route(user_id: PathId(User, "User"), body: UserUpdate, principal: CurrentPrincipal,
+                      session: SessionDep) -> UserRead:
     """Change a user's role or password, or disable them (which ends their sessions; tokens stop working)."""
     user = session.get(User, user_id)
     if user is None:
         raise not_found("User", user_id)
+    if user.id == principal.user_id and (body.disabled or (body.role is not None and body.role != user.role)):
+        raise AppError(409, "You cannot disable yourself or change your own role; another admin can.")
     try:
         return _user_read(update_user(session, user, role=body.role, password=body.password, disabled=body.disabled))
     except AuthError as exc:

@@ -22,7 +22,7 @@ from typing import Annotated, Any
 
 import anyio
 from fastapi import APIRouter, Query, Request, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.concurrency import run_in_threadpool
@@ -387,6 +387,7 @@ def list_presets() -> dict[str, Any]:
 
 
 class DemoCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
     held_out: bool = Field(False, description="Create the 180-problem held-out pool to evaluate training on")
 
 

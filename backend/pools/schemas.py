@@ -105,8 +105,8 @@ class UploadForm(BaseModel):
     answer_field: str | None = Field(None, description="Field holding the gold answer; name only prompt_field to "
                                                        "import a label-free pool")
     id_field: str | None = Field(None, description="Field holding a unique id; empty: rows are numbered")
-    long_prompts: str | None = Field(None, description="refuse (default): a prompt longer than the model's context "
-                                                       "(BUDGETLAB_MAX_PROMPT_CHARS) fails the upload, with its "
-                                                       "lines; truncate: cut such prompts, counted in the report")
+    long_prompts: Literal["refuse", "truncate"] | None = Field(
+        None, description="refuse (default): a prompt longer than the model's context (BUDGETLAB_MAX_PROMPT_CHARS) "
+                          "fails the upload, with its lines; truncate: cut such prompts, counted in the report")
     task_type: str | None = Field(
         None, description="numeric, math, choice, exact, or auto (default): detected from the answers")

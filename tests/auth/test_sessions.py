@@ -64,12 +64,29 @@ def test_a_disabled_user_is_signed_out_and_their_tokens_stop(client, make_user):
     assert sign_in(client, user["name"]).status_code == 401
 
 
-def test_the_last_admin_cannot_be_demoted(client):
-    users = client.get("/api/users", headers=bearer(ADMIN_TOKEN)).json()
-    admins = [u for u in users if u["role"] == "admin" and not u["disabled"]]
-    if len(admins) == 1:
-        answer = client.patch(f"/api/users/{admins[0]['id']}", json={"role": "viewer"}, headers=bearer(ADMIN_TOKEN))
-        assert answer.status_code == 422 and "last active admin" in answer.json()["detail"]
+def test_the_last_active_admin_stays_and_no_one_locks_themselves_out(client, db_session):
+    import pytest
+    from sqlmodel import select
+
+    from backend.auth.service import AuthError, create_user, update_user
+    from backend.auth.tables import User
+
+    solo = create_user(db_session, "solo-admin", "admin")
+    for other in db_session.exec(select(User).where(User.role == "admin", User.id != solo.id)):
+        update_user(db_session, other, disabled=True)
+    for change in ({"role": "viewer"}, {"disabled": True}):
+        with pytest.raises(AuthError, match="last active admin"):
+            update_user(db_session, solo, **change)
+    db_session.rollback()
+    # Through the API: not one's own role or account, and not the token the request is made with.
+    me = client.get("/api/session", headers=bearer(ADMIN_TOKEN)).json()
+    for change in ({"role": "viewer"}, {"disabled": True}):
+        answer = client.patch(f"/api/users/{me['user_id']}", json=change, headers=bearer(ADMIN_TOKEN))
+        assert answer.status_code == 409 and "another admin" in answer.json()["detail"]
+    mine = next(t for t in client.get("/api/tokens", headers=bearer(ADMIN_TOKEN)).json()
+                if t["name"] == "admin (BUDGETLAB_ADMIN_TOKEN)")
+    answer = client.delete(f"/api/tokens/{mine['id']}", headers=bearer(ADMIN_TOKEN))
+    assert answer.status_code == 409 and "locked out" in answer.json()["detail"]
 
 
 def test_tokens_are_listed_revoked_and_expire(client, make_user):
