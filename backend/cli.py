@@ -160,6 +160,15 @@ def run_worker(
     os.execv(sys.executable, args)
 
 
+def _user_named(session, name: str):
+    from backend.auth.service import find_user
+
+    user = find_user(session, name)
+    if user is None:
+        _fail(f"No user named {name!r}: list them with 'budgetlab user list'.")
+    return user
+
+
 @token_app.command("create")
 def token_create(name: str = typer.Option("cli", help="A label for the token."),
                  user: str = typer.Option("admin", help="The user the token belongs to."),
@@ -170,14 +179,12 @@ def token_create(name: str = typer.Option("cli", help="A label for the token."),
     """Create an API token (printed once)."""
     from datetime import timedelta
 
-    from backend.auth.service import AuthError, create_token, find_user
+    from backend.auth.service import AuthError, create_token
     from backend.timeutil import utcnow
 
     _prepare()
     with _session() as session:
-        owner = find_user(session, user)
-        if owner is None:
-            _fail(f"No user named {user!r}: list them with 'budgetlab user list'.")
+        owner = _user_named(session, user)
         try:
             expires = utcnow() + timedelta(days=days) if days is not None else None
             typer.echo(create_token(session, owner, name, role=role, expires_at=expires)[1])
@@ -209,15 +216,13 @@ def user_add(name: str = typer.Argument(..., help="The user's name, for sign-in.
 def user_passwd(name: str = typer.Argument(..., help="The user's name."),
                 password: str | None = typer.Option(None, help="The new password (asked for when left out).")) -> None:
     """Set a user's password (ends their browser sessions)."""
-    from backend.auth.service import AuthError, find_user, update_user
+    from backend.auth.service import AuthError, update_user
 
     if password is None:
         password = typer.prompt("New password", hide_input=True, confirmation_prompt=True)
     _prepare()
     with _session() as session:
-        user = find_user(session, name)
-        if user is None:
-            _fail(f"No user named {name!r}: list them with 'budgetlab user list'.")
+        user = _user_named(session, name)
         try:
             update_user(session, user, password=password)
         except AuthError as exc:

@@ -158,6 +158,20 @@ def client_on(app, monkeypatch, env: dict[str, str]):
         clear_caches()
 
 
+def app_with(**env: str):
+    """An app built under these settings on top of the session's (those read when the app is built: the limit on
+    bad credentials, the docs behind sign-in); the settings are restored after."""
+    from backend.app import create_app
+
+    with pytest.MonkeyPatch.context() as patch:
+        for key, value in env.items():
+            patch.setenv(key, value)
+        clear_caches()
+        built = create_app()
+    clear_caches()
+    return built
+
+
 @pytest.fixture(params=["postgres", "sqlite"])
 def any_client(request, app, client, tmp_path, monkeypatch):
     """A client on the session's Postgres database, or on a fresh embedded SQLite file."""

@@ -3,7 +3,7 @@
 import pytest
 
 from tests.auth.conftest import bearer
-from tests.conftest import ADMIN_TOKEN, clear_caches
+from tests.conftest import ADMIN_TOKEN, app_with
 
 ANONYMOUS = {"Authorization": ""}
 
@@ -20,17 +20,10 @@ def test_every_response_carries_the_security_headers(client, path):
     assert answer.headers["referrer-policy"] == "no-referrer"
 
 
-def test_docs_need_a_sign_in_outside_development(service_env, monkeypatch):
+def test_docs_need_a_sign_in_outside_development(service_env):
     from fastapi.testclient import TestClient
 
-    from backend.app import create_app
-
-    monkeypatch.setenv("BUDGETLAB_ENV", "production")
-    clear_caches()
-    production = create_app()
-    monkeypatch.undo()
-    clear_caches()
-    with TestClient(production) as client:
+    with TestClient(app_with(BUDGETLAB_ENV="production")) as client:
         for path in ("/docs", "/openapi.json", "/redoc"):
             assert client.get(path, headers=ANONYMOUS).status_code == 401, path
             assert client.get(path, headers=bearer(ADMIN_TOKEN)).status_code == 200, path

@@ -5,7 +5,7 @@ from datetime import UTC, datetime, timedelta
 
 from backend.auth.middleware import INVALID
 from tests.auth.conftest import PASSWORD, bearer
-from tests.conftest import ADMIN_TOKEN, clear_caches
+from tests.conftest import ADMIN_TOKEN, app_with
 
 ANONYMOUS = {"Authorization": ""}
 
@@ -120,17 +120,10 @@ def test_tokens_are_listed_revoked_and_expire(client, make_user):
     assert revoked["revoked_at"] is not None
 
 
-def test_bad_credentials_are_limited_per_address(service_env, monkeypatch):
+def test_bad_credentials_are_limited_per_address(service_env):
     from fastapi.testclient import TestClient
 
-    from backend.app import create_app
-
-    monkeypatch.setenv("BUDGETLAB_AUTH_FAILURES_ALLOWED", "3")
-    clear_caches()
-    limited = create_app()
-    monkeypatch.undo()
-    clear_caches()
-    with TestClient(limited) as client:
+    with TestClient(app_with(BUDGETLAB_AUTH_FAILURES_ALLOWED="3")) as client:
         for _ in range(3):
             assert client.get("/api/pools", headers=bearer("bl_wrong")).status_code == 401
         blocked = client.get("/api/pools", headers=bearer(ADMIN_TOKEN))  # even a good token, from this address
