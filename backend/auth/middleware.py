@@ -180,22 +180,21 @@ class AuthMiddleware:
             await self.app(scope, receive, send)
             return
         address = client_address(scope)
+        bearer, cookie = bearer_token(scope), session_cookie(scope)
         if rule is not None and rule.role == PUBLIC:
             principal = None
-            if rule.identifies and (bearer_token(scope) is not None or session_cookie(scope) is not None):
-                found = await anyio.to_thread.run_sync(resolve, bearer_token(scope), session_cookie(scope), None,
-                                                       scope["method"])
-                principal = found if isinstance(found, Principal) else None
-                if principal is not None:
-                    scope.setdefault("state", {})[STATE_KEY] = principal
+            if rule.identifies and (bearer is not None or cookie is not None):  # who am I: anonymous if invalid
+                found = await anyio.to_thread.run_sync(resolve, bearer, cookie, None, scope["method"])
+                if isinstance(found, Principal):
+                    principal = scope.setdefault("state", {})[STATE_KEY] = found
             await self._run(scope, receive, send, rule, path, params, address, principal)
             return
+        # Not audited: a flood of refused requests must not become a flood of writes.
         wait = self.limiter.retry_after(address)
         if wait is not None:
             await self._refuse(scope, receive, send, 429, f"Too many failed sign-ins or bad credentials from "
                                f"this address: try again in {wait} s.", {"Retry-After": str(wait)})
             return
-        bearer, cookie = bearer_token(scope), session_cookie(scope)
         if bearer is None and cookie is None:
             await self._refuse(scope, receive, send, 401, MISSING, {"WWW-Authenticate": "Bearer"})
             return
