@@ -189,7 +189,8 @@ def ensure_first_admin(session: Session, token: str | None = None, password: str
 
     The first start creates the user ``admin`` with the configured password (or a generated one, for the
     browser) and the configured token (or a generated one, for scripts). Later starts only register a
-    configured token that is missing, so restarts mint no new secrets.
+    configured token that is missing, and give a first admin from before passwords (migration 0012) the
+    configured or a generated password, so restarts mint no new secrets.
     """
     printed: dict[str, str] = {}
     admin = session.exec(select(User).where(User.role == "admin").order_by(User.id)).first()
@@ -199,7 +200,9 @@ def ensure_first_admin(session: Session, token: str | None = None, password: str
         admin = create_user(session, "admin", "admin", password)
         if not token:
             printed["token"] = create_token(session, admin, "admin")[1]
-    elif admin.password_hash is None and password:  # an admin from before passwords (migration 0012)
+    elif admin.password_hash is None:  # an admin from before passwords (migration 0012): the browser needs one
+        if not password:
+            password = printed["password"] = secrets.token_urlsafe(12)
         update_user(session, admin, password=password)
     if token and session.exec(select(ApiToken).where(ApiToken.token_hash == hash_secret(token))).first() is None:
         create_token(session, admin, "admin (BUDGETLAB_ADMIN_TOKEN)", token=token)

@@ -2,8 +2,9 @@
 revocation; pools, probes, subsets, runs, experiments, jobs and label sets record who created them; jobs record
 the tokens they will generate (for quotas)
 
-Existing tokens go to a new user 'admin' (no password: it signs in with its tokens until one is set):
-admin tokens keep the admin role, the others get manager, which is what they could do before.
+Existing tokens go to a new user 'admin', with no password here: the next start gives it
+BUDGETLAB_ADMIN_PASSWORD or prints a generated one once. Admin tokens keep the admin role, the others get
+manager, which is what they could do before.
 
 Revision ID: 0012
 Revises: 0011

@@ -162,7 +162,7 @@ def test_signing_in_again_ends_the_browsers_earlier_session(client, make_user):
     client.cookies.clear()
 
 
-def test_a_first_admin_without_a_password_gets_the_configured_one(db_session):
+def test_a_first_admin_without_a_password_gets_one(db_session):
     """Deployments upgraded by migration 0012 have an admin with tokens only; BUDGETLAB_ADMIN_PASSWORD sets it."""
     from sqlmodel import select
 
@@ -178,3 +178,10 @@ def test_a_first_admin_without_a_password_gets_the_configured_one(db_session):
     assert check(db_session, admin.name, "a configured password") is not None
     assert ensure_first_admin(db_session, None, "another password") == {}  # a set password is kept
     assert check(db_session, admin.name, "another password") is None
+    # Without one configured, one is generated and printed once.
+    admin.password_hash = None
+    db_session.add(admin)
+    db_session.flush()
+    printed = ensure_first_admin(db_session, None, None)
+    assert set(printed) == {"password"} and check(db_session, admin.name, printed["password"]) is not None
+    assert ensure_first_admin(db_session, None, None) == {}
