@@ -1,4 +1,5 @@
-"""The token is checked before routing, and JSON bodies are capped, on a live uvicorn server.
+"""Who calls and whether their role may is checked before routing, and JSON bodies are capped, on a live uvicorn
+server.
 
 "Without reading the body" is measured twice: the client sends the body piece by piece and stops
 as soon as a response arrives (so most of a 50 MB body is never sent), and an ASGI wrapper around
@@ -118,9 +119,25 @@ def test_unauthenticated_50mb_post_is_401_without_the_body_being_read(live, toke
     before = counter.received
     response, sent = send_until_answered(port, _head("/api/subsets", token=token, length=BIG), _json_pieces(BIG))
     assert _status(response) == 401
-    assert b"application/problem+json" in response and b"API token" in response
+    expected = b"Not signed in" if token is None else b"Invalid credentials"
+    assert b"application/problem+json" in response and expected in response
     assert counter.received == before, "the application read body bytes of an unauthenticated request"
     assert sent < BIG // 10, f"the client had to send {sent} of {BIG} bytes before the 401"
+
+
+def test_a_50mb_post_by_a_role_that_may_not_is_403_without_the_body_being_read(live):
+    from backend.auth.service import create_token, create_user
+    from backend.database import session_scope
+
+    with session_scope() as session:
+        viewer = create_user(session, f"viewer-{time.monotonic_ns()}", "viewer")
+        token = create_token(session, viewer, "big post")[1]
+    port, counter = live
+    before = counter.received
+    response, sent = send_until_answered(port, _head("/api/subsets", token=token, length=BIG), _json_pieces(BIG))
+    assert _status(response) == 403 and b"needs the manager role" in response
+    assert counter.received == before, "the application read body bytes of a request its role may not make"
+    assert sent < BIG // 10, f"the client had to send {sent} of {BIG} bytes before the 403"
 
 
 def test_authenticated_oversized_json_is_413_by_content_length(live):
