@@ -150,8 +150,8 @@ export function jobProgress(ctx, { testid, title }) {
 // import that changed answers, and again when its re-grading job ends.
 export function importLabels(ctx, poolId, { onImported } = {}) {
   const file = h("input", { type: "file", "data-testid": "labels-file", id: "labels-file", name: "file", "aria-label": "Labels file" });
-  const check = h("button", { type: "button", class: "btn btn-ghost", "data-testid": "labels-check", id: "labels-check", "data-needs": "manager" }, "Check");
-  const submit = h("button", { type: "button", class: "btn btn-primary", "data-testid": "labels-import", id: "labels-import", "data-needs": "manager" }, "Import labels");
+  const check = h("button", { type: "button", class: "btn btn-ghost", "data-testid": "labels-check", id: "labels-check" }, "Check");
+  const submit = h("button", { type: "button", class: "btn btn-primary", "data-testid": "labels-import", id: "labels-import" }, "Import labels");
   const error = inlineError("labels-error");
   const report = h("div", { "data-testid": "labels-report", id: "labels-report", hidden: true });
   const regrade = jobProgress(ctx, { testid: "labels-regrade", title: "Re-grading the stored samples" });
@@ -193,7 +193,7 @@ export function importLabels(ctx, poolId, { onImported } = {}) {
   submit.addEventListener("click", () => send(false, submit));
   file.addEventListener("change", () => { hideInline(error); report.hidden = true; });
 
-  return h("div", { class: "labels-import", "data-testid": "labels-import-box" },
+  return h("div", { class: "labels-import", "data-testid": "labels-import-box", "data-needs": "manager" },
     h("div", { class: "row" }, file, check, submit),
     h("p", { class: "muted small" },
       "A Label Studio JSON export, an Argilla export, or CSV/JSONL with id and answer columns. Rows are matched to ",

@@ -38,7 +38,10 @@ def test_a_viewer_reads_but_sees_no_actions_and_is_told_why_when_refused(page: P
     for hidden in ("#demo-button", "#upload-form", f"[data-testid=delete-pool-{admins_pool['id']}]", "#nav-admin"):
         expect(page.locator(hidden)).to_be_hidden()
     page.click(f"[data-testid=pool-link-{admins_pool['id']}]")
-    expect(page.locator("#probe-form")).to_be_hidden()
+    expect(page.locator("#pool-name")).to_have_text(admins_pool["name"])
+    for hidden in ("#probe-form", "[data-testid=labels-import-box]", "#labels-cost-save"):
+        expect(page.locator(hidden)).to_have_count(1)  # on the page, for a manager to use
+        expect(page.locator(hidden)).to_be_hidden()
     # A refused request (here sent by hand, as a script in the page would) is answered with the reason.
     status = page.evaluate("""async () => {
         const me = await (await fetch('/api/session')).json();
