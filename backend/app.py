@@ -22,7 +22,7 @@ UPLOADS = (("POST", "/api/pools", None),  # streams to disk under its own limit,
 
 
 def create_app() -> FastAPI:
-    import backend.job_kinds
+    import backend.job_kinds  # registers every job kind
     import backend.tables  # noqa: F401  (every table, with the creator names the read models show)
     from backend.audit.router import router as audit_router
     from backend.auth.router import router as auth_router

@@ -28,6 +28,7 @@ def _rule(role: str, *, own: str | None = None, changes: bool = True, identifies
 READ = _rule("viewer", changes=False)
 MANAGE = _rule("manager")
 ADMIN = _rule("admin")
+ADMIN_READ = _rule("admin", changes=False)
 
 ACCESS: dict[tuple[str, str], Rule] = {
     ("GET", "/api/health"): _rule(PUBLIC, changes=False),
@@ -38,11 +39,11 @@ ACCESS: dict[tuple[str, str], Rule] = {
     ("GET", "/api/tokens"): READ,
     ("POST", "/api/tokens"): _rule("viewer"),
     ("DELETE", "/api/tokens/{token_id}"): _rule("viewer", own="token_id"),
-    ("GET", "/api/users"): _rule("admin", changes=False),
+    ("GET", "/api/users"): ADMIN_READ,
     ("POST", "/api/users"): ADMIN,
     ("PATCH", "/api/users/{user_id}"): ADMIN,
-    ("GET", "/api/audit"): _rule("admin", changes=False),
-    ("GET", "/api/audit.csv"): _rule("admin", changes=False),
+    ("GET", "/api/audit"): ADMIN_READ,
+    ("GET", "/api/audit.csv"): ADMIN_READ,
     # Pools and labels
     ("GET", "/api/pools"): READ,
     ("POST", "/api/pools"): MANAGE,

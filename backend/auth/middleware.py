@@ -14,6 +14,7 @@ Database work runs in a worker thread, so the event loop keeps serving.
 
 import secrets
 from collections.abc import Callable
+from dataclasses import dataclass
 from http.cookies import SimpleCookie
 
 import anyio
@@ -69,11 +70,11 @@ def client_address(scope: Scope) -> str:
     return client[0] if client else "unknown"
 
 
-def _creator(table, column: str, row_id: int) -> tuple[bool, int | None]:
-    """Whether the row exists, and who created it."""
-    with session_scope(immediate=False) as session:
-        found = session.exec(select(table.id, getattr(table, column)).where(table.id == row_id)).first()
-    return (False, None) if found is None else (True, found[1])
+@dataclass(frozen=True)
+class Refusal:
+    status: int
+    detail: str
+    principal: Principal | None = None  # who was refused, once known (for the audit row)
 
 
 def owned_tables() -> dict[str, tuple[type, str]]:
@@ -89,29 +90,33 @@ def owned_tables() -> dict[str, tuple[type, str]]:
             "token_id": (ApiToken, "user_id")}
 
 
-def resolve(bearer: str | None, cookie: str | None, csrf: str | None, method: str) -> Principal | str:
-    """Who calls, or the refusal's message (INVALID or CSRF)."""
+def authorize(bearer: str | None, cookie: str | None, csrf: str | None, method: str,
+              rule: Rule | None, params: dict) -> Principal | Refusal:
+    """Who calls and whether ``rule`` lets them (None: any valid caller), in one read of the database."""
     with session_scope(immediate=False) as session:  # reads never wait for SQLite's write lock
         if bearer is not None:
             found = principal_for_token(session, bearer)
             if found is None:
-                return INVALID
+                return Refusal(401, INVALID)
             principal, due = found
         else:
             found = principal_for_session(session, cookie)
             if found is None:
-                return INVALID
+                return Refusal(401, INVALID)
             principal, expected = found
             if method in UNSAFE and not secrets.compare_digest((csrf or "").encode(), expected.encode()):
-                return CSRF
+                return Refusal(403, CSRF)
             due = False
+        why = refusal_for(session, principal, rule, params) if rule is not None else None
+    if why is not None:
+        return Refusal(403, why, principal)
     if due:  # the token's last use, in a short write of its own
         with session_scope() as session:
             touch_token(session, principal.token_id)
     return principal
 
 
-def refusal_for(principal: Principal, rule: Rule, params: dict) -> str | None:
+def refusal_for(session, principal: Principal, rule: Rule, params: dict) -> str | None:
     """Why ``principal`` may not take this operation, or None when it may."""
     if not allows(principal.role, rule.role):
         return (f"This needs the {rule.role} role and you act as {principal.role}"
@@ -122,8 +127,8 @@ def refusal_for(principal: Principal, rule: Rule, params: dict) -> str | None:
         value = params[rule.own]
         if not (value.isascii() and value.isdigit()):  # fail closed: FastAPI itself would read "5.0" as 5
             return f"The id in the path must be a whole number, got {value!r}."
-        exists, owner = _creator(table, column, int(value))
-        if exists and owner != principal.user_id:
+        found = session.exec(select(table.id, getattr(table, column)).where(table.id == int(value))).first()
+        if found is not None and found[1] != principal.user_id:  # a missing row is the route's 404
             return (f"Only the user who created this {table.__tablename__.replace('_', ' ')} or an admin may do "
                     f"this; ask its creator or an admin.")
     return None
@@ -184,7 +189,7 @@ class AuthMiddleware:
         if rule is not None and rule.role == PUBLIC:
             principal = None
             if rule.identifies and (bearer is not None or cookie is not None):  # who am I: anonymous if invalid
-                found = await anyio.to_thread.run_sync(resolve, bearer, cookie, None, scope["method"])
+                found = await anyio.to_thread.run_sync(authorize, bearer, cookie, None, scope["method"], None, {})
                 if isinstance(found, Principal):
                     principal = scope.setdefault("state", {})[STATE_KEY] = found
             await self._run(scope, receive, send, rule, path, params, address, principal)
@@ -198,23 +203,18 @@ class AuthMiddleware:
         if bearer is None and cookie is None:
             await self._refuse(scope, receive, send, 401, MISSING, {"WWW-Authenticate": "Bearer"})
             return
-        found = await anyio.to_thread.run_sync(resolve, bearer, cookie, _header(scope, CSRF_HEADER),
-                                               scope["method"])
-        if isinstance(found, str):
+        found = await anyio.to_thread.run_sync(authorize, bearer, cookie, _header(scope, CSRF_HEADER),
+                                               scope["method"], rule, params)
+        if isinstance(found, Refusal):
             headers = None
-            if found == INVALID:
+            if found.detail == INVALID:
                 self.limiter.fail(address)
                 headers = {"WWW-Authenticate": "Bearer"}
                 if bearer is None:  # a stale session cookie: drop it, so the next page load is not another failure
                     headers["Set-Cookie"] = f"{SESSION_COOKIE}=; Max-Age=0; Path=/; HttpOnly; SameSite=strict"
-            await self._refuse(scope, receive, send, 401 if found == INVALID else 403, found, headers,
-                               audit=(rule, path, params, address, None))
+            await self._refuse(scope, receive, send, found.status, found.detail, headers,
+                               audit=(rule, path, params, address, found.principal))
             return
-        if rule is not None:
-            why = await anyio.to_thread.run_sync(refusal_for, found, rule, params)
-            if why is not None:
-                await self._refuse(scope, receive, send, 403, why, None, audit=(rule, path, params, address, found))
-                return
         scope.setdefault("state", {})[STATE_KEY] = found
         await self._run(scope, receive, send, rule, path, params, address, found)
 

@@ -17,7 +17,6 @@ from backend.auth.service import (
     create_token,
     create_user,
     end_session,
-    end_session_by_cookie,
     revoke_token,
     sign_in,
     start_session,
@@ -128,9 +127,9 @@ def sign_in_route(body: SignIn, request: Request, response: Response, session: S
         raise AppError(401, SIGN_IN_FAILED)
     previous = request.cookies.get(SESSION_COOKIE)
     if previous:  # this browser's earlier session ends with the new sign-in
-        end_session_by_cookie(session, previous)
+        end_session(session, cookie=previous)
     settings = get_settings()
-    row, cookie, csrf = start_session(session, user, settings.session_hours)
+    _, cookie, csrf = start_session(session, user, settings.session_hours)
     trail.identify(user.id, user.name, "session")
     response.set_cookie(SESSION_COOKIE, cookie, max_age=int(settings.session_hours * 3600), httponly=True,
                         samesite="strict", path="/",
@@ -151,10 +150,10 @@ def who_am_i(request: Request, session: SessionDep) -> SessionRead:
 
 
 @router.delete("/session", status_code=204, response_class=Response)
-def sign_out(principal: CurrentPrincipal, response: Response, session: SessionDep) -> Response:
+def sign_out(principal: CurrentPrincipal, session: SessionDep) -> Response:
     """End this browser session on the server and clear its cookie (a token is not ended: revoke it instead)."""
     if principal.session_id is not None:
-        end_session(session, principal.session_id)
+        end_session(session, session_id=principal.session_id)
     response = Response(status_code=204)
     response.delete_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="strict")
     return response

@@ -13,7 +13,6 @@ from backend.auth.roles import check_role, narrower
 from backend.auth.tables import ApiToken, User, UserSession
 from backend.timeutil import utcnow
 
-SESSION_HOURS = 12
 LAST_USED_EVERY = timedelta(minutes=1)  # a token's last use is written at most this often (a write per request)
 
 
@@ -62,22 +61,23 @@ def create_user(session: Session, name: str, role: str, password: str | None = N
 
 def update_user(session: Session, user: User, *, role: str | None = None, password: str | None = None,
                 disabled: bool | None = None) -> User:
+    """Checked before anything changes: a refused update leaves the user as it was."""
     try:
-        if role is not None:
-            user.role = check_role(role)
-        if password is not None:
-            user.password_hash = hash_password(password)
+        new_role = check_role(role) if role is not None else user.role
+        password_hash = hash_password(password) if password is not None else None
     except ValueError as exc:
         raise AuthError(str(exc)) from None
-    if disabled is not None:
-        user.disabled = disabled
-    if disabled or password is not None:  # signs them out everywhere
-        for row in session.exec(select(UserSession).where(UserSession.user_id == user.id)):
-            session.delete(row)
-    if user.role != "admin" or user.disabled:
+    new_disabled = user.disabled if disabled is None else disabled
+    if user.role == "admin" and not user.disabled and (new_role != "admin" or new_disabled):
         others = select(User).where(User.role == "admin", User.disabled == False, User.id != user.id)  # noqa: E712
         if session.exec(others).first() is None:
             raise AuthError("this is the last active admin: make another user admin first")
+    user.role, user.disabled = new_role, new_disabled
+    if password_hash is not None:
+        user.password_hash = password_hash
+    if disabled or password is not None:  # signs them out everywhere
+        for row in session.exec(select(UserSession).where(UserSession.user_id == user.id)):
+            session.delete(row)
     session.add(user)
     session.flush()
     return user
@@ -146,7 +146,7 @@ def touch_token(session: Session, token_id: int) -> None:
 
 # Sessions ------------------------------------------------------------------------------------------------------
 
-def start_session(session: Session, user: User, hours: float = SESSION_HOURS) -> tuple[UserSession, str, str]:
+def start_session(session: Session, user: User, hours: float) -> tuple[UserSession, str, str]:
     """A browser session: (row, cookie secret, CSRF token), the secrets returned once."""
     cookie, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
     row = UserSession(user_id=user.id, token_hash=hash_secret(cookie), csrf_token=csrf,
@@ -168,15 +168,10 @@ def principal_for_session(session: Session, cookie: str) -> tuple[Principal, str
     return Principal(user.id, user.name, user.role, "session", session_id=user_session.id), user_session.csrf_token
 
 
-def end_session_by_cookie(session: Session, cookie: str) -> None:
-    row = session.exec(select(UserSession).where(UserSession.token_hash == hash_secret(cookie))).first()
-    if row is not None:
-        session.delete(row)
-        session.flush()
-
-
-def end_session(session: Session, session_id: int) -> None:
-    row = session.get(UserSession, session_id)
+def end_session(session: Session, *, session_id: int | None = None, cookie: str | None = None) -> None:
+    """Sign a browser session out (by its id, or by its cookie); nothing if it is gone already."""
+    row = (session.get(UserSession, session_id) if session_id is not None else
+           session.exec(select(UserSession).where(UserSession.token_hash == hash_secret(cookie))).first())
     if row is not None:
         session.delete(row)
         session.flush()

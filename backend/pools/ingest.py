@@ -297,26 +297,26 @@ class PoolFileReader:
         """What is wrong with the file as a whole, found while reading (call after `batches()`)."""
         problems = []
         if self.empty_prompt_count:
-            where = ", ".join(str(loc) for loc in self.empty_prompt_locators)
-            more = " and more" if self.empty_prompt_count > len(self.empty_prompt_locators) else ""
             count = self.empty_prompt_count
-            units = self.unit if len(self.empty_prompt_locators) == 1 else f"{self.unit}s"
             problems.append(
                 f"{count} empty prompt{'s' if count != 1 else ''} in field {self.mapping.prompt_field!r} "
-                f"({units} {where}{more}): write the prompt there or remove "
+                f"({self._places(count, self.empty_prompt_locators)}): write the prompt there or remove "
                 f"{'that ' + self.unit if count == 1 else 'those ' + self.unit + 's'}."
             )
         if self.long_prompt_count and not self.truncate_long:
-            where = ", ".join(str(loc) for loc in self.long_prompt_locators)
-            more = " and more" if self.long_prompt_count > len(self.long_prompt_locators) else ""
             count = self.long_prompt_count
             problems.append(
                 f"{count} prompt{'s are' if count != 1 else ' is'} longer than {self.max_prompt_chars:,} characters, "
-                f"more than the model's context holds ({self.unit}{'s' if count != 1 else ''} {where}{more}): "
+                f"more than the model's context holds ({self._places(count, self.long_prompt_locators)}): "
                 f"shorten {'them' if count != 1 else 'it'}, or upload with long_prompts=truncate to cut "
                 f"{'them' if count != 1 else 'it'} to that length (BUDGETLAB_MAX_PROMPT_CHARS sets the limit)."
             )
         return problems
+
+    def _places(self, count: int, locators: list[int]) -> str:
+        """'lines 2, 4 and more': the first places of `count` found."""
+        more = " and more" if count > len(locators) else ""
+        return f"{self.unit}{'s' if len(locators) != 1 else ''} {', '.join(str(loc) for loc in locators)}{more}"
 
     # --- records per format: (locator, raw id, raw prompt, raw answer) ---------------------------------
 

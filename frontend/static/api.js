@@ -5,7 +5,7 @@
 // (structured extras) stay on ApiError.body for pages that want them.
 
 const RETURN_KEY = "budgetlab.returnTo";
-const ROLES = ["viewer", "manager", "admin"];
+export const ROLES = ["viewer", "manager", "admin"];  // narrowest first, as the server has them
 const UNSAFE = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
 let current = null;  // { user_id, name, role, via, csrf_token } while signed in

@@ -1,10 +1,9 @@
 // Admin: users (add, change role, reset password, disable), every user's tokens, and the audit log.
-import { api, download } from "../api.js";
+import { ROLES, api, download } from "../api.js";
 import { h, replace } from "../dom.js";
 import { card, emptyState, field, fmt, notify, reportError, select } from "../ui.js";
 import { revokeToken, tokenTable } from "./tokens.js";
 
-const ROLES = ["viewer", "manager", "admin"];
 const AUDIT_PAGE = 50;
 
 export async function renderAdmin(ctx) {

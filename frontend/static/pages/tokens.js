@@ -1,9 +1,8 @@
 // Your API tokens, for scripts and the CLI: list, create (your role or a narrower one, with an expiry), revoke.
-import { api, currentUser } from "../api.js";
+import { ROLES, api, currentUser } from "../api.js";
 import { h, replace } from "../dom.js";
 import { card, emptyState, field, fmt, notify, reportError, select } from "../ui.js";
 
-const ROLES = ["viewer", "manager", "admin"];
 
 export function tokenTable(tokens, { onRevoke, showUser = false } = {}) {
   if (!tokens.length) return emptyState("No tokens yet.");
